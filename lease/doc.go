@@ -1,0 +1,38 @@
+// Package lease is the ownership lease that makes exactly one engine serve per NATS
+// account: the holder record, the Store port that keeps it (with an in-memory Store here
+// and a JetStream one in lease/jetstreamstore), the Gate every call checks, and Machine,
+// the ownership state machine.
+//
+// Machine is pure: time is an input, it starts no goroutine and does no I/O. A driver
+// (the ownership actor in package actors) feeds it events and carries out what it asks:
+//
+//  1. Start: the machine asks for a Read of the lease.
+//  2. The driver runs each Op it returns (at most one at a time) and reports the outcome
+//     with Done. Outcomes are classified three ways: committed, a conflict (ErrConflict:
+//     surely not committed), or unknown (any other error: maybe committed).
+//  3. While Watching reports true, the driver watches the lease and reports every record
+//     it sees with Observe.
+//  4. The driver calls Tick at the times Deadlines names (renewal due, fence due,
+//     takeover due, standby timeout); late ticks are fine, early ones do nothing.
+//  5. Release starts a clean release; the machine ends in StateReleased.
+//
+// The rules (design §4.1, §5; the ADR's "Starting a serving engine", "Fencing"):
+//
+//   - lease free: create it and serve;
+//   - held with no rollout id or the holder's: watch it for one lease period; if it
+//     renews, fail with *AlreadyServingError; if it stays silent, take it over by
+//     compare-and-swap on the revision seen;
+//   - held by another rollout: stand by at once; take over on release or after one
+//     silent lease period; give up after the standby timeout (*StandbyTimeoutError);
+//   - serving: renew every lease/4, each call cut off after lease/4; a conflict re-reads,
+//     and a holder that is still us (a renewal whose reply was lost) is renewed at the
+//     revision read; a deleted lease is created again; another holder is StateLost;
+//   - no renewal succeeded for lease/2, counted from when the last successful one was
+//     sent: StateFenced; a successful renewal serves again;
+//   - release deletes at our revision; on a conflict it re-reads and deletes again only
+//     while the holder is still us. It never deletes another engine's lease.
+//
+// Expiry is observed, never computed from another host's clock: a contender counts a
+// lease period from the moment it first saw the current revision, on its own monotonic
+// clock.
+package lease

@@ -1,0 +1,223 @@
+// Package jetstreamstore keeps the ownership lease in a JetStream KV bucket (design
+// §4.1): bucket ABI_ENGINE, key owner, history 1, file storage, no TTL, replicas from
+// configuration. It implements lease.Store.
+//
+// Every compare-and-swap conflict the server can report is classified as
+// lease.ErrConflict: ErrKeyExists, ErrKeyRevisionMismatch and the raw API codes 10071
+// and 10164 (a replicated bucket reports the latter while proposals are in flight, and it
+// matches neither sentinel). Watches are recreated when the connection reconnects,
+// because a KV watcher is blind for 10-20 s after a server restart.
+package jetstreamstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/lease"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of design §4.1.
+const (
+	DefaultBucket = "ABI_ENGINE"
+	Key           = "owner"
+)
+
+// Config chooses the bucket. The zero value is the design's bucket with one replica.
+type Config struct {
+	Bucket   string // default ABI_ENGINE; tests use a bucket of their own
+	Replicas int    // default 1; 3 on a cluster
+}
+
+// Store is the lease in JetStream KV.
+type Store struct {
+	nc *nats.Conn
+	kv jetstream.KeyValue
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// Open binds the lease bucket, creating it when it is missing. Two engines creating it
+// at once is harmless: both ask for the same configuration.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBucket
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstreamstore: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      cfg.Bucket,
+			Description: "abi-engine ownership lease",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Store{nc: nc, kv: kv}, nil
+}
+
+// IsConflict reports whether err is a compare-and-swap conflict from JetStream KV.
+func IsConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+func classify(err error, conflict error) error {
+	if err == nil {
+		return nil
+	}
+	if IsConflict(err) {
+		return fmt.Errorf("%w (%v)", conflict, err)
+	}
+	return fmt.Errorf("jetstreamstore: %w", err)
+}
+
+func record(e jetstream.KeyValueEntry) lease.Record {
+	if e == nil || e.Operation() != jetstream.KeyValuePut {
+		return lease.Record{}
+	}
+	return lease.Record{Holder: lease.DecodeHolder(e.Value()), Revision: e.Revision()}
+}
+
+// Read implements lease.Store.
+func (s *Store) Read(ctx context.Context) (lease.Record, error) {
+	e, err := s.kv.Get(ctx, Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return lease.Record{}, nil
+	}
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", err)
+	}
+	return record(e), nil
+}
+
+// Create implements lease.Store.
+func (s *Store) Create(ctx context.Context, h lease.Holder) (uint64, error) {
+	rev, err := s.kv.Create(ctx, Key, h.Encode())
+	return rev, classify(err, lease.ErrTaken)
+}
+
+// Update implements lease.Store.
+func (s *Store) Update(ctx context.Context, h lease.Holder, rev uint64) (uint64, error) {
+	if rev == 0 {
+		// KV treats revision 0 as "the key never existed" and would create it.
+		return 0, fmt.Errorf("%w: update at revision 0", lease.ErrConflict)
+	}
+	next, err := s.kv.Update(ctx, Key, h.Encode(), rev)
+	return next, classify(err, lease.ErrConflict)
+}
+
+// Delete implements lease.Store.
+func (s *Store) Delete(ctx context.Context, rev uint64) error {
+	if rev == 0 {
+		// LastRevision(0) would delete whoever holds the key.
+		return fmt.Errorf("%w: delete at revision 0", lease.ErrConflict)
+	}
+	return classify(s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)), lease.ErrConflict)
+}
+
+// Put writes a raw value, unconditionally. Tests use it to plant a foreign value.
+func (s *Store) Put(ctx context.Context, value []byte) (uint64, error) {
+	rev, err := s.kv.Put(ctx, Key, value)
+	return rev, classify(err, lease.ErrConflict)
+}
+
+// retryWatch is how long the watch waits before it tries again after a failure.
+const retryWatch = 250 * time.Millisecond
+
+// Watch implements lease.Store. The watch survives reconnects: it is recreated each
+// time the connection comes back, and after any failure.
+func (s *Store) Watch(ctx context.Context) (lease.Watcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watcher{updates: make(chan lease.Record, 16), cancel: cancel, done: make(chan struct{})}
+	status := s.nc.StatusChanged(nats.CONNECTED)
+	go w.run(ctx, s, status)
+	return w, nil
+}
+
+type watcher struct {
+	updates chan lease.Record
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (w *watcher) Updates() <-chan lease.Record { return w.updates }
+
+func (w *watcher) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *watcher) run(ctx context.Context, s *Store, status chan nats.Status) {
+	defer close(w.done)
+	defer close(w.updates)
+	defer s.nc.RemoveStatusListener(status)
+	for ctx.Err() == nil {
+		w.watchOnce(ctx, s, status)
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryWatch):
+		case <-status:
+		}
+	}
+}
+
+// watchOnce runs one KV watcher until it fails, the connection reconnects or ctx ends.
+func (w *watcher) watchOnce(ctx context.Context, s *Store, status chan nats.Status) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kw, err := s.kv.Watch(wctx, Key)
+	if err != nil {
+		return
+	}
+	defer kw.Stop() //nolint:errcheck // the watcher is gone either way
+	seen := false
+	for {
+		select {
+		case e, ok := <-kw.Updates():
+			if !ok {
+				return
+			}
+			// nil marks the end of the initial values; with no entry before it the key
+			// is absent, which is news too (a free lease).
+			if e == nil && seen {
+				continue
+			}
+			seen = true
+			select {
+			case w.updates <- record(e):
+			case <-ctx.Done():
+				return
+			}
+		case <-status:
+			// Reconnected: a watcher can stay blind for 10-20 s; start a fresh one.
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

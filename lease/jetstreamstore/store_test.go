@@ -1,0 +1,215 @@
+package jetstreamstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/abi-engine/engine/lease/leasetest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var bucketSeq atomic.Int64
+
+func open(t *testing.T, nc *nats.Conn, replicas int) *jetstreamstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
+		Bucket: fmt.Sprintf("ABI_ENGINE_T%d", bucketSeq.Add(1)), Replicas: replicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestContractSingleServer(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	leasetest.Run(t, func(t *testing.T) lease.Store { return open(t, nc, 1) })
+}
+
+func TestContractReplicatedBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster takes seconds to elect")
+	}
+	c := natstest.StartCluster(t)
+	nc := natstest.Connect(t, c.URLs())
+	leasetest.Run(t, func(t *testing.T) lease.Store { return open(t, nc, 3) })
+
+	// Concurrent creates on R3 lose with 10164 as well as 10071; every loser must read
+	// as a conflict, exactly one wins.
+	t.Run("concurrent creates over a delete marker have one winner", func(t *testing.T) {
+		s := open(t, nc, 3)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		rev, err := s.Create(ctx, leasetest.Holder("seed", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+		for round := range 5 {
+			var wg sync.WaitGroup
+			var wins, conflicts atomic.Int32
+			var other atomic.Value
+			for i := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := s.Create(ctx, leasetest.Holder(fmt.Sprint(i), ""))
+					switch {
+					case err == nil:
+						wins.Add(1)
+					case errors.Is(err, lease.ErrConflict):
+						conflicts.Add(1)
+					default:
+						other.Store(err)
+					}
+				}()
+			}
+			wg.Wait()
+			if e := other.Load(); e != nil {
+				t.Fatalf("round %d: unclassified error %v", round, e)
+			}
+			if wins.Load() != 1 || conflicts.Load() != 5 {
+				t.Fatalf("round %d: %d wins, %d conflicts", round, wins.Load(), conflicts.Load())
+			}
+			r, err := s.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, r.Revision); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestForeignValueReadsAsUnknownHolder(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	s := open(t, nc, 1)
+	ctx := context.Background()
+	rev, err := s.Put(ctx, []byte("not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Revision != rev || r.Holder.Known() {
+		t.Fatalf("Read = %+v, want an unknown holder at revision %d", r, rev)
+	}
+	// It is still a lease a contender can take over by CAS.
+	if _, err := s.Update(ctx, leasetest.Holder("me", ""), rev); err != nil {
+		t.Fatalf("takeover of a foreign value: %v", err)
+	}
+}
+
+func TestTwoConnectionsShareOneLease(t *testing.T) {
+	srv := natstest.Start(t)
+	a := open(t, natstest.Connect(t, srv.URL()), 1)
+	ctx := context.Background()
+	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := js.KeyValueStoreNames(ctx)
+	var bucket string
+	for n := range names.Name() {
+		bucket = n
+	}
+	b, err := jetstreamstore.Open(ctx, natstest.Connect(t, srv.URL()), jetstreamstore.Config{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := a.Create(ctx, leasetest.Holder("a", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Read(ctx)
+	if err != nil || r.Revision != rev || r.Holder.InstanceID != "engine-a" {
+		t.Fatalf("other connection reads %v, %v", r, err)
+	}
+}
+
+func TestDefaultBucketIsCreatedWithTheDesignsSettings(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	ctx := context.Background()
+	if _, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, jetstreamstore.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	if st.History() != 1 || info.Config.Storage != jetstream.FileStorage || info.Config.Replicas != 1 || st.TTL() != 0 {
+		t.Fatalf("bucket: history %d storage %v replicas %d ttl %v", st.History(), info.Config.Storage, info.Config.Replicas, st.TTL())
+	}
+	// Opening again binds the same bucket.
+	if _, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchSurvivesABrokerRestart(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	s := open(t, nc, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rev, err := s.Create(ctx, leasetest.Holder("a", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if r := <-w.Updates(); r.Revision != rev {
+		t.Fatalf("first record %v", r)
+	}
+	srv.Restart()
+	// Write after the restart; the watch must see it well before a KV watcher's own
+	// 10-20 s recovery. The first writes may fail while the client reconnects.
+	var next uint64
+	for next == 0 {
+		next, err = s.Update(ctx, leasetest.Holder("a", ""), rev)
+		if err != nil && ctx.Err() != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case r := <-w.Updates():
+			if r.Revision == next {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the watch did not see a write made after the broker restart within 5 s")
+		}
+	}
+}

@@ -1,0 +1,631 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is where an engine stands with the lease. The zero value is not a state.
+type State uint8
+
+// The states of design §4.5 and reference-abi §3.
+const (
+	StateIdle     State = iota + 1 // not holding: claiming, or a claim that failed
+	StateStandby                   // another rollout holds it; waiting for the handover
+	StateServing                   // holding and renewing
+	StateFenced                    // believes it holds it but could not renew: serves nothing
+	StateLost                      // another engine holds it: terminal
+	StateReleased                  // released (or never held and stopped): terminal
+)
+
+func (s State) String() string {
+	switch s {
+	case StateIdle:
+		return "idle"
+	case StateStandby:
+		return "standby"
+	case StateServing:
+		return "serving"
+	case StateFenced:
+		return "fenced"
+	case StateLost:
+		return "lost"
+	case StateReleased:
+		return "released"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Terminal reports whether no further transition can happen.
+func (s State) Terminal() bool { return s == StateLost || s == StateReleased }
+
+// Config is what a Machine needs. Lease and StandbyTimeout come from nats.engine.
+type Config struct {
+	Me             Holder
+	Lease          time.Duration
+	StandbyTimeout time.Duration
+}
+
+// Validate reports a configuration the machine cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if !c.Me.Known() {
+		errs = append(errs, errors.New("lease: config: the holder has no instance id"))
+	}
+	if c.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("lease: config: lease period %s must be positive", c.Lease))
+	}
+	if c.StandbyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("lease: config: standby timeout %s must be positive", c.StandbyTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// RenewEvery is the renewal period and the bound on every store call: lease/4.
+func (c Config) RenewEvery() time.Duration { return c.Lease / 4 }
+
+// FenceAfter is how long a holder may go without a successful renewal: lease/2.
+func (c Config) FenceAfter() time.Duration { return c.Lease / 2 }
+
+// mayStandBy: a rollout id of our own that differs from the holder's.
+func (c Config) mayStandBy(h Holder) bool {
+	return c.Me.RolloutID != "" && c.Me.RolloutID != h.RolloutID
+}
+
+// OpKind names a store call.
+type OpKind uint8
+
+// The store calls a Machine asks for.
+const (
+	OpRead OpKind = iota + 1
+	OpCreate
+	OpUpdate
+	OpDelete
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpRead:
+		return "read"
+	case OpCreate:
+		return "create"
+	case OpUpdate:
+		return "update"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// Op is a store call the driver must run and report with Done.
+type Op struct {
+	ID       uint64 // echo it in the Result
+	Kind     OpKind
+	Holder   Holder        // create, update
+	Revision uint64        // update, delete
+	Timeout  time.Duration // cut the call off after this
+	// Renewal marks calls that keep a held lease (renewals and their re-reads); the
+	// renewer runs them, everything else runs on the ownership actor's worker.
+	Renewal bool
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpUpdate, OpDelete:
+		return fmt.Sprintf("%s at revision %d", o.Kind, o.Revision)
+	}
+	return o.Kind.String()
+}
+
+// Result is the outcome of an Op. Err nil: committed; errors.Is(Err, ErrConflict):
+// surely not committed; any other error: unknown.
+type Result struct {
+	ID     uint64
+	Rev    uint64 // create, update
+	Record Record // read
+	Err    error
+}
+
+// EventKind names something a driver logs once and counts.
+type EventKind uint8
+
+// Events. Each carries the holder it concerns and, for failures, the error.
+const (
+	EventAcquired        EventKind = iota + 1 // took a free lease
+	EventTookOver                             // took over a silent holder's lease
+	EventStandingBy                           // another rollout holds it
+	EventRefused                              // claim failed: another engine serves
+	EventStandbyTimedOut                      // no handover within the standby timeout
+	EventRenewed                              // a renewal succeeded
+	EventRenewFailed                          // a renewal's outcome is unknown
+	EventFenced                               // no renewal for lease/2: stopped serving
+	EventRestored                             // renewed again after fencing: serving
+	EventLost                                 // another engine holds the lease
+	EventReleased                             // released at our revision
+	EventReleaseSkipped                       // nothing of ours to delete
+	EventReleaseFailed                        // delete's outcome unknown; frees itself after a lease
+	EventStoreError                           // a claim-side call failed; retried
+)
+
+var eventNames = map[EventKind]string{
+	EventAcquired: "acquired", EventTookOver: "took_over", EventStandingBy: "standing_by",
+	EventRefused: "refused", EventStandbyTimedOut: "standby_timed_out", EventRenewed: "renewed",
+	EventRenewFailed: "renew_failed", EventFenced: "fenced", EventRestored: "restored",
+	EventLost: "lost", EventReleased: "released", EventReleaseSkipped: "release_skipped",
+	EventReleaseFailed: "release_failed", EventStoreError: "store_error",
+}
+
+func (k EventKind) String() string {
+	if s, ok := eventNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is a typed observation of the machine for logs and metrics.
+type Event struct {
+	Kind     EventKind
+	Holder   Holder // the other engine, for standby, refusal, takeover and loss
+	Revision uint64
+	Err      error
+}
+
+// Output is what one step asks of the driver.
+type Output struct {
+	Op     *Op     // run it now; nil: nothing to run
+	Events []Event // log and count each, in order
+	// Err ends a claim (state back to idle): *AlreadyServingError or
+	// *StandbyTimeoutError. The driver reports it and stops.
+	Err error
+}
+
+// step is what the call in flight (or the wait) is for.
+type step uint8
+
+const (
+	stepNone step = iota
+	stepClaimRead
+	stepCreate
+	stepTakeoverRead
+	stepTakeover
+	stepRenew
+	stepRenewRead
+	stepRenewCreate
+	stepRelease
+	stepReleaseRead
+)
+
+// maxReleaseAttempts bounds the delete/re-read loop of a release.
+const maxReleaseAttempts = 3
+
+// Machine is the ownership state machine. It is not safe for concurrent use: one
+// driver owns it.
+type Machine struct {
+	cfg   Config
+	state State
+
+	nextID   uint64
+	inflight *Op
+	step     step
+	sentAt   time.Time // when the call in flight was sent
+
+	// claim and standby
+	seen      Record    // the holder we watch
+	seenAt    time.Time // when we first saw seen.Revision, on our clock
+	retryAt   time.Time // retry a failed claim read
+	deadline  time.Time // standby timeout
+	observing bool      // claim wait or standby: the driver watches
+
+	// holding
+	rev       uint64
+	lastOK    time.Time // when the last successful renewal (or the claim) was sent
+	nextRenew time.Time
+
+	releasing       bool
+	releaseAttempts int
+	err             error // the error a claim ended with
+}
+
+// NewMachine returns a machine in StateIdle.
+func NewMachine(cfg Config) (*Machine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Machine{cfg: cfg, state: StateIdle}, nil
+}
+
+// Config is the machine's configuration.
+func (m *Machine) Config() Config { return m.cfg }
+
+// State is the current state.
+func (m *Machine) State() State { return m.state }
+
+// Revision is our revision while holding the lease (serving or fenced), else 0.
+func (m *Machine) Revision() uint64 {
+	if m.holding() {
+		return m.rev
+	}
+	return 0
+}
+
+// LastRenewed is when the last successful renewal (or the claim) was sent.
+func (m *Machine) LastRenewed() time.Time { return m.lastOK }
+
+// Err is the error the claim ended with, if it did.
+func (m *Machine) Err() error { return m.err }
+
+// Seen is the other holder's record while claiming or standing by.
+func (m *Machine) Seen() Record { return m.seen }
+
+// Watching reports whether the driver should watch the lease and call Observe.
+func (m *Machine) Watching() bool { return m.observing && !m.releasing }
+
+// InFlight is the call the machine waits for, if any.
+func (m *Machine) InFlight() *Op { return m.inflight }
+
+// Deadlines are the times at which Tick has something to do; zero fields: none.
+type Deadlines struct {
+	Renew    time.Time // next renewal
+	Fence    time.Time // fencing, while serving
+	Takeover time.Time // one silent lease period after the revision seen
+	Standby  time.Time // standby timeout
+	Retry    time.Time // retry a claim read that failed
+}
+
+// Next is the earliest non-zero deadline, or zero.
+func (d Deadlines) Next() time.Time {
+	var next time.Time
+	for _, t := range []time.Time{d.Renew, d.Fence, d.Takeover, d.Standby, d.Retry} {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Deadlines reports when Tick is next needed.
+func (m *Machine) Deadlines() Deadlines {
+	var d Deadlines
+	switch {
+	case m.holding():
+		if !m.releasing {
+			d.Renew = m.nextRenew
+		}
+		if m.state == StateServing {
+			d.Fence = m.lastOK.Add(m.cfg.FenceAfter())
+		}
+	case m.observing && !m.releasing:
+		d.Takeover = m.seenAt.Add(m.cfg.Lease)
+		if m.state == StateStandby {
+			d.Standby = m.deadline
+		}
+	}
+	if !m.retryAt.IsZero() && !m.releasing {
+		d.Retry = m.retryAt
+	}
+	return d
+}
+
+func (m *Machine) holding() bool { return m.state == StateServing || m.state == StateFenced }
+
+// Start begins the claim: the machine asks to read the lease.
+func (m *Machine) Start(now time.Time) Output {
+	var out Output
+	if m.state != StateIdle || m.inflight != nil || m.observing || m.err != nil || m.releasing {
+		return out
+	}
+	m.issue(&out, now, stepClaimRead, Op{Kind: OpRead})
+	return out
+}
+
+// Observe reports a record the watch delivered.
+func (m *Machine) Observe(now time.Time, rec Record) Output {
+	var out Output
+	// A call in flight decides from the store itself; a watch record arriving meanwhile
+	// adds nothing it will not see, and the watch may be stale.
+	if m.Watching() && m.inflight == nil {
+		m.consider(&out, now, rec)
+	}
+	m.evaluate(&out, now)
+	return out
+}
+
+// Tick lets the machine act on its deadlines.
+func (m *Machine) Tick(now time.Time) Output {
+	var out Output
+	m.evaluate(&out, now)
+	return out
+}
+
+// Release starts a clean release. The machine ends in StateReleased; it deletes the
+// lease only at a revision that is ours.
+func (m *Machine) Release(now time.Time) Output {
+	var out Output
+	if m.state.Terminal() || m.releasing {
+		return out
+	}
+	m.releasing = true
+	m.observing = false
+	m.retryAt = time.Time{}
+	if m.inflight == nil && !m.holding() {
+		m.to(StateReleased)
+		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
+		return out
+	}
+	m.evaluate(&out, now)
+	return out
+}
+
+// Done reports the outcome of the call in flight. A result for any other call (a
+// stale one, from a worker that was restarted) is ignored.
+func (m *Machine) Done(now time.Time, res Result) Output {
+	var out Output
+	if m.inflight == nil || res.ID != m.inflight.ID {
+		return out
+	}
+	op, st, sent := *m.inflight, m.step, m.sentAt
+	m.inflight, m.step = nil, stepNone
+	conflict := errors.Is(res.Err, ErrConflict)
+
+	switch st {
+	case stepClaimRead, stepTakeoverRead:
+		switch {
+		case res.Err != nil:
+			if !m.releasing {
+				m.storeError(&out, now, op, res.Err)
+			}
+		case m.releasing:
+			// Only a lease that turns out to be ours matters now: it must be deleted.
+			if !res.Record.Free() && res.Record.Holder == m.cfg.Me {
+				m.hold(now, now, res.Record.Revision)
+			}
+		case st == stepTakeoverRead && !res.Record.Free() && res.Record.Revision == m.seen.Revision:
+			// Still the revision we saw a lease period ago: the holder is silent.
+			m.issue(&out, now, stepTakeover, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.seen.Revision})
+		default:
+			m.decide(&out, now, res.Record)
+		}
+
+	case stepCreate, stepTakeover:
+		switch {
+		case res.Err == nil:
+			kind := EventAcquired
+			if st == stepTakeover {
+				kind = EventTookOver
+			}
+			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: res.Rev})
+			m.hold(now, sent, res.Rev)
+		case m.releasing:
+			// Not ours (conflict) or unknown: a create that landed unseen frees itself
+			// after one lease period, as contenders time its silence.
+		case conflict:
+			m.issue(&out, now, stepClaimRead, Op{Kind: OpRead})
+		default:
+			// Unknown: the write may have landed. A read tells; if we are the holder
+			// we adopt the revision read.
+			out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, res.Err)})
+			m.issue(&out, now, stepClaimRead, Op{Kind: OpRead})
+		}
+
+	case stepRenew, stepRenewCreate:
+		switch {
+		case res.Err == nil:
+			m.renewed(&out, now, sent, res.Rev)
+		case conflict && st == stepRenew:
+			m.issueAt(&out, now, sent, stepRenewRead, Op{Kind: OpRead, Renewal: true})
+		case conflict:
+			// Our lease was deleted and someone created it before us.
+			m.lost(&out, Record{})
+		default:
+			m.renewFailed(&out, now, res.Err)
+		}
+
+	case stepRenewRead:
+		switch {
+		case res.Err != nil:
+			m.renewFailed(&out, now, res.Err)
+		case res.Record.Free() && m.releasing:
+			m.to(StateReleased)
+			out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
+		case res.Record.Holder == m.cfg.Me && m.releasing:
+			m.rev = res.Record.Revision // evaluate deletes at it
+		case res.Record.Free():
+			// Deleted from outside: take it again. The send time stays the renewal's.
+			m.issueAt(&out, now, sent, stepRenewCreate, Op{Kind: OpCreate, Holder: m.cfg.Me, Renewal: true})
+		case res.Record.Holder == m.cfg.Me:
+			// An earlier renewal landed but its reply was lost: renew at the revision read.
+			m.issueAt(&out, now, sent, stepRenew, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: res.Record.Revision, Renewal: true})
+		default:
+			m.lost(&out, res.Record)
+		}
+
+	case stepRelease:
+		switch {
+		case res.Err == nil:
+			m.to(StateReleased)
+			out.Events = append(out.Events, Event{Kind: EventReleased, Revision: op.Revision})
+		case conflict:
+			m.issue(&out, now, stepReleaseRead, Op{Kind: OpRead})
+		default:
+			m.to(StateReleased)
+			out.Events = append(out.Events, Event{Kind: EventReleaseFailed, Revision: op.Revision, Err: res.Err})
+		}
+
+	case stepReleaseRead:
+		switch {
+		case res.Err != nil:
+			m.to(StateReleased)
+			out.Events = append(out.Events, Event{Kind: EventReleaseFailed, Revision: m.rev, Err: res.Err})
+		case !res.Record.Free() && res.Record.Holder == m.cfg.Me && m.releaseAttempts < maxReleaseAttempts:
+			m.rev = res.Record.Revision
+		default:
+			// Free, or another engine's: never delete it.
+			m.to(StateReleased)
+			out.Events = append(out.Events, Event{Kind: EventReleaseSkipped, Holder: res.Record.Holder, Revision: res.Record.Revision})
+		}
+	}
+	m.evaluate(&out, now)
+	return out
+}
+
+// decide acts on a record read while claiming or standing by.
+func (m *Machine) decide(out *Output, now time.Time, rec Record) {
+	switch {
+	case rec.Free():
+		m.issue(out, now, stepCreate, Op{Kind: OpCreate, Holder: m.cfg.Me})
+	case rec.Holder == m.cfg.Me:
+		// A create or takeover whose reply was lost did land.
+		out.Events = append(out.Events, Event{Kind: EventAcquired, Revision: rec.Revision})
+		m.hold(now, now, rec.Revision)
+	case m.observing:
+		m.consider(out, now, rec)
+	case m.cfg.mayStandBy(rec.Holder):
+		m.seen, m.seenAt = rec, now
+		m.observing = true
+		m.deadline = now.Add(m.cfg.StandbyTimeout)
+		m.to(StateStandby)
+		out.Events = append(out.Events, Event{Kind: EventStandingBy, Holder: rec.Holder, Revision: rec.Revision})
+	default:
+		// Same rollout or none: watch the holder for one lease period.
+		m.seen, m.seenAt = rec, now
+		m.observing = true
+	}
+}
+
+// consider acts on a record while watching a holder (claim wait or standby).
+func (m *Machine) consider(out *Output, now time.Time, rec Record) {
+	switch {
+	case rec.Free():
+		m.issue(out, now, stepCreate, Op{Kind: OpCreate, Holder: m.cfg.Me})
+	case rec.Revision == m.seen.Revision:
+		// Nothing new; the silence goes on.
+	case rec.Holder == m.cfg.Me:
+		m.decide(out, now, rec)
+	case m.state == StateStandby && rec.Holder.RolloutID == m.cfg.Me.RolloutID:
+		// An engine of our own rollout got there first.
+		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
+	case m.state == StateStandby:
+		m.seen, m.seenAt = rec, now
+	case rec.Holder == m.seen.Holder:
+		// The holder renewed: it is alive.
+		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
+	default:
+		// Another holder replaced the one we watched: decide afresh.
+		m.observing = false
+		m.decide(out, now, rec)
+	}
+}
+
+// evaluate runs what the deadlines call for, when nothing is in flight.
+func (m *Machine) evaluate(out *Output, now time.Time) {
+	if m.state == StateServing && !now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
+		m.to(StateFenced)
+		out.Events = append(out.Events, Event{Kind: EventFenced, Revision: m.rev})
+	}
+	if m.inflight != nil || m.state.Terminal() || out.Err != nil {
+		return
+	}
+	switch {
+	case m.releasing && m.holding():
+		m.releaseAttempts++
+		m.issue(out, now, stepRelease, Op{Kind: OpDelete, Revision: m.rev})
+	case m.releasing:
+		m.to(StateReleased)
+		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
+	case m.holding():
+		if !now.Before(m.nextRenew) {
+			m.issue(out, now, stepRenew, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.rev, Renewal: true})
+		}
+	case !m.retryAt.IsZero():
+		if !now.Before(m.retryAt) {
+			m.retryAt = time.Time{}
+			m.issue(out, now, stepClaimRead, Op{Kind: OpRead})
+		}
+	case m.observing:
+		if !now.Before(m.seenAt.Add(m.cfg.Lease)) {
+			// Watchers can be blind for a while after a reconnect: re-read before the CAS.
+			m.issue(out, now, stepTakeoverRead, Op{Kind: OpRead})
+		} else if m.state == StateStandby && !now.Before(m.deadline) {
+			m.fail(out, Event{Kind: EventStandbyTimedOut, Holder: m.seen.Holder, Revision: m.seen.Revision},
+				&StandbyTimeoutError{Holder: m.seen.Holder, Timeout: m.cfg.StandbyTimeout})
+		}
+	}
+}
+
+func (m *Machine) issue(out *Output, now time.Time, st step, op Op) {
+	m.issueAt(out, now, now, st, op)
+}
+
+// issueAt issues op recording sent as its send time: a renewal's re-read and the
+// write that follows count from when the renewal itself was sent.
+func (m *Machine) issueAt(out *Output, now, sent time.Time, st step, op Op) {
+	m.nextID++
+	op.ID = m.nextID
+	op.Timeout = m.cfg.RenewEvery()
+	m.inflight, m.step, m.sentAt = &op, st, sent
+	if st == stepRenew && sent.Equal(now) {
+		m.nextRenew = now.Add(m.cfg.RenewEvery())
+	}
+	out.Op = &op
+}
+
+func (m *Machine) storeError(out *Output, now time.Time, op Op, err error) {
+	out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, err)})
+	m.retryAt = now.Add(m.cfg.RenewEvery())
+}
+
+// hold enters StateServing with rev, counting liveness from sent.
+func (m *Machine) hold(now, sent time.Time, rev uint64) {
+	m.rev = rev
+	m.lastOK = sent
+	m.nextRenew = sent.Add(m.cfg.RenewEvery())
+	m.observing = false
+	m.retryAt = time.Time{}
+	m.seen = Record{}
+	m.to(StateServing)
+}
+
+func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
+	m.rev = rev
+	if sent.After(m.lastOK) {
+		m.lastOK = sent
+	}
+	out.Events = append(out.Events, Event{Kind: EventRenewed, Revision: rev})
+	// A success that arrives after its own fence deadline proves nothing about now.
+	if m.state == StateFenced && now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
+		m.to(StateServing)
+		out.Events = append(out.Events, Event{Kind: EventRestored, Revision: rev})
+	}
+}
+
+// renewFailed records a renewal of unknown outcome. The next attempt comes sooner than
+// a full period: a reply lost to a blip should not cost the lease/2 fencing margin.
+func (m *Machine) renewFailed(out *Output, now time.Time, err error) {
+	out.Events = append(out.Events, Event{Kind: EventRenewFailed, Revision: m.rev, Err: err})
+	if retry := now.Add(m.cfg.RenewEvery() / 4); retry.Before(m.nextRenew) {
+		m.nextRenew = retry
+	}
+}
+
+func (m *Machine) lost(out *Output, rec Record) {
+	m.to(StateLost)
+	out.Events = append(out.Events, Event{Kind: EventLost, Holder: rec.Holder, Revision: rec.Revision})
+}
+
+func (m *Machine) fail(out *Output, ev Event, err error) {
+	m.err = err
+	m.observing = false
+	m.seen = Record{}
+	m.to(StateIdle)
+	out.Events = append(out.Events, ev)
+	out.Err = err
+}
+
+func (m *Machine) to(s State) {
+	m.state = s
+	if s.Terminal() {
+		m.observing = false
+		m.retryAt = time.Time{}
+	}
+}

@@ -1,0 +1,87 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Record is the lease as a Store holds it. Revision 0 means the lease is free (no key,
+// or a delete marker); revisions only move forward.
+type Record struct {
+	Holder   Holder
+	Revision uint64
+}
+
+// Free reports whether nobody holds the lease.
+func (r Record) Free() bool { return r.Revision == 0 }
+
+func (r Record) String() string {
+	if r.Free() {
+		return "free"
+	}
+	return fmt.Sprintf("revision %d held by %s", r.Revision, r.Holder)
+}
+
+// ErrConflict is a compare-and-swap that failed: the lease was not at the revision
+// given. The write surely did not happen.
+var ErrConflict = errors.New("lease: revision conflict")
+
+// ErrTaken is a create that found the lease held. errors.Is(ErrTaken, ErrConflict) holds.
+var ErrTaken = fmt.Errorf("lease: already taken: %w", ErrConflict)
+
+// Store keeps the lease record. Every write is conditional. Errors other than
+// ErrConflict mean the outcome is unknown: the write may have happened.
+type Store interface {
+	// Read returns the current record; a free lease is the zero Record.
+	Read(ctx context.Context) (Record, error)
+	// Create takes a free lease and returns its revision, or ErrTaken.
+	Create(ctx context.Context, h Holder) (uint64, error)
+	// Update rewrites the lease at revision rev and returns the new, higher revision,
+	// even when h is unchanged (that is how a holder proves it is alive). A lease at
+	// another revision, or free, is ErrConflict.
+	Update(ctx context.Context, h Holder, rev uint64) (uint64, error)
+	// Delete frees the lease at revision rev (rev > 0), or ErrConflict.
+	Delete(ctx context.Context, rev uint64) error
+	// Watch delivers the current record at once, then every change, until the
+	// Watcher is stopped or ctx ends.
+	Watch(ctx context.Context) (Watcher, error)
+}
+
+// Watcher delivers lease records.
+type Watcher interface {
+	// Updates is closed when the watcher stops.
+	Updates() <-chan Record
+	// Stop ends the watch and waits for its goroutines.
+	Stop()
+}
+
+// WaitForChange returns as soon as the lease is no longer at revision rev (0: free),
+// with the record as it then is. After timeout it returns the current record, read
+// again.
+func WaitForChange(ctx context.Context, s Store, rev uint64, timeout time.Duration) (Record, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w, err := s.Watch(wctx)
+	if err != nil {
+		return Record{}, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case r, ok := <-w.Updates():
+			if ok && r.Revision != rev {
+				return r, nil
+			}
+			if ok {
+				continue
+			}
+		case <-wctx.Done():
+		}
+		if err := ctx.Err(); err != nil {
+			return Record{}, err
+		}
+		return s.Read(ctx)
+	}
+}

@@ -1,0 +1,103 @@
+package protocol
+
+// Request and reply bodies of the kernel services (design §4.3). Byte values are
+// []byte, which encoding/json writes as base64 strings, as the design requires. Every
+// request embeds Ctx for the optional "context" member.
+
+// Service names and operations.
+const (
+	KeyValue      = "keyvalue"
+	ObjectStorage = "object_storage"
+
+	OpGet                  = "get"
+	OpSet                  = "set"
+	OpSetIfNotExists       = "set_if_not_exists"
+	OpDelete               = "delete"
+	OpDeleteIfValueMatches = "delete_if_value_matches"
+	OpExists               = "exists"
+
+	OpPutObject         = "put_object"
+	OpGetObject         = "get_object"
+	OpDeleteObject      = "delete_object"
+	OpListObjects       = "list_objects"
+	OpGetObjectMetadata = "get_object_metadata"
+)
+
+// Ctx is embedded in every request body.
+type Ctx struct {
+	Context *RequestContext `json:"context,omitempty"`
+}
+
+// keyvalue
+
+type KVKeyRequest struct {
+	Ctx
+	Key string `json:"key"`
+}
+
+type KVGetReply struct {
+	Found bool   `json:"found"`
+	Value []byte `json:"value"`
+}
+
+type KVSetRequest struct {
+	Ctx
+	Key        string  `json:"key"`
+	Value      []byte  `json:"value"`
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+}
+
+type KVValueRequest struct {
+	Ctx
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+type KVSetReply struct {
+	Set bool `json:"set"`
+}
+
+type KVDeleteReply struct {
+	Deleted bool `json:"deleted"`
+}
+
+type KVExistsReply struct {
+	Exists bool `json:"exists"`
+}
+
+// Empty is the reply of operations that return nothing: {}.
+type Empty struct{}
+
+// object_storage
+
+type ObjectRequest struct {
+	Ctx
+	Prefix string `json:"prefix"`
+	Key    string `json:"key"`
+}
+
+type PutObjectRequest struct {
+	Ctx
+	Prefix  string `json:"prefix"`
+	Key     string `json:"key"`
+	Content []byte `json:"content"`
+}
+
+type GetObjectReply struct {
+	Content []byte `json:"content"`
+}
+
+type ListObjectsRequest struct {
+	Ctx
+	Prefix string `json:"prefix"`
+}
+
+type ListObjectsReply struct {
+	Keys []string `json:"keys"`
+}
+
+// ObjectMetadataReply carries the modification time as RFC 3339 with nanoseconds, UTC.
+type ObjectMetadataReply struct {
+	Size       int64  `json:"size"`
+	ModifiedAt string `json:"modified_at"`
+}

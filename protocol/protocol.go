@@ -1,0 +1,144 @@
+// Package protocol holds what the engine and its clients agree on over the wire: the
+// error codes and their envelope, the headers, and the subject names of design §4.2-§4.3.
+// Both sides import it, so a code or a header is spelled in one place only.
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Headers every engine reply carries or may carry.
+const (
+	// HeaderInstance names the engine instance that answered.
+	HeaderInstance = "Abi-Engine-Instance"
+	// HeaderErrorCode carries the Code of an error reply.
+	HeaderErrorCode = "Abi-Error-Code"
+)
+
+// Code is a stable error code. Clients match on it, never on a message.
+type Code string
+
+// The codes of design §4.3.
+const (
+	InvalidArgument   Code = "INVALID_ARGUMENT"
+	NotFound          Code = "NOT_FOUND"
+	Conflict          Code = "CONFLICT"
+	PayloadTooLarge   Code = "PAYLOAD_TOO_LARGE"
+	ResourceExhausted Code = "RESOURCE_EXHAUSTED"
+	DeadlineExceeded  Code = "DEADLINE_EXCEEDED"
+	Unavailable       Code = "UNAVAILABLE"
+	Internal          Code = "INTERNAL"
+)
+
+// Codes lists every code, in the order of the design.
+var Codes = []Code{InvalidArgument, NotFound, Conflict, PayloadTooLarge, ResourceExhausted, DeadlineExceeded, Unavailable, Internal}
+
+// Valid reports whether c is one of Codes.
+func (c Code) Valid() bool {
+	for _, k := range Codes {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// HTTPStatus is the status micro's Nats-Service-Error-Code header carries for c.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case InvalidArgument:
+		return 400
+	case NotFound:
+		return 404
+	case Conflict:
+		return 409
+	case PayloadTooLarge:
+		return 413
+	case ResourceExhausted:
+		return 429
+	case DeadlineExceeded:
+		return 504
+	case Unavailable:
+		return 503
+	default:
+		return 500
+	}
+}
+
+// Error is an error that crosses the wire. Backends return it, the engine sends it as
+// the envelope, and clients decode the envelope back into it, so errors.Is and
+// errors.As work the same on both sides of a NATS call.
+type Error struct {
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// Errorf builds an Error with a formatted message. Unavailable errors are retryable.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == Unavailable}
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is matches any *Error with the same code, so errors.Is(err, protocol.ErrNotFound)
+// holds for every not-found error whatever its message.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) {
+		return false
+	}
+	return t.Code == e.Code
+}
+
+// Sentinels for errors.Is. Compare codes with them; never return them unwrapped when a
+// message can say more.
+var (
+	ErrInvalidArgument   = &Error{Code: InvalidArgument}
+	ErrNotFound          = &Error{Code: NotFound}
+	ErrConflict          = &Error{Code: Conflict}
+	ErrPayloadTooLarge   = &Error{Code: PayloadTooLarge}
+	ErrResourceExhausted = &Error{Code: ResourceExhausted}
+	ErrDeadlineExceeded  = &Error{Code: DeadlineExceeded}
+	ErrUnavailable       = &Error{Code: Unavailable}
+	ErrInternal          = &Error{Code: Internal}
+)
+
+// CodeOf is the code of err: the code of the *Error it wraps, or Internal.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// Envelope is the body of an error reply: {"error": {...}}.
+type Envelope struct {
+	Error *Error `json:"error"`
+}
+
+// RequestContext is the optional "context" member every request may carry.
+type RequestContext struct {
+	TraceID   string `json:"trace_id,omitempty"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+}
+
+// Subject helpers (design §4.2).
+const (
+	// ServicePrefix starts every kernel service subject.
+	ServicePrefix = "abi.svc."
+	// ServiceVersion is the micro version every kernel service registers.
+	ServiceVersion = "1.0.0"
+)
+
+// ServiceSubject is the subject of a kernel service operation:
+// abi.svc.<service>.v1.<operation>.
+func ServiceSubject(service, operation string) string {
+	return ServicePrefix + service + ".v1." + operation
+}
+
+// TransferPrefix is the transfer subject prefix of a kernel service:
+// abi.svc.<service>.v1.transfer.
+func TransferPrefix(service string) string { return ServicePrefix + service + ".v1.transfer" }
