@@ -1,5 +1,7 @@
 package protocol
 
+import "time"
+
 // Request and reply bodies of the kernel services (design §4.3). Byte values are
 // []byte, which encoding/json writes as base64 strings, as the design requires. Every
 // request embeds Ctx for the optional "context" member.
@@ -100,4 +102,11 @@ type ListObjectsReply struct {
 type ObjectMetadataReply struct {
 	Size       int64  `json:"size"`
 	ModifiedAt string `json:"modified_at"`
+}
+
+// ObjectMetadata describes a stored object. Backends and the client SDK both return it,
+// so their method sets match.
+type ObjectMetadata struct {
+	Size       int64
+	ModifiedAt time.Time
 }

@@ -2,14 +2,13 @@ package objectstorage
 
 import (
 	"context"
-	"time"
+
+	"github.com/abi-engine/engine/protocol"
 )
 
-// Metadata describes a stored object.
-type Metadata struct {
-	Size       int64
-	ModifiedAt time.Time
-}
+// Metadata describes a stored object. It is protocol's type, so the client SDK's
+// typed client has the same method set without importing this package.
+type Metadata = protocol.ObjectMetadata
 
 // Store is the method set of the object_storage service. Every backend implements it,
 // the ServicePrimary serves it, and the client SDK's typed client implements it too.

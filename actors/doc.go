@@ -1,0 +1,19 @@
+// Package actors is the hollywood side of abi-engine: the role messages every serving
+// actor obeys, the recover middleware every actor runs under, and the ownership actor
+// with its children, which drive the pure lease.Machine.
+//
+// The ownership tree:
+//
+//	ownership            drives lease.Machine; runs claim and release calls on its worker;
+//	│                    broadcasts role changes (Serving, StandingBy, Fenced, Lost,
+//	│                    Released, ClaimFailed) to its subscribers
+//	├── renewer          renewal timer (lease/4) and the renewal calls, each cut off after lease/4
+//	├── fencer           fence timer: lease/2 after the last successful renewal was sent
+//	└── contender        the watch of the lease key, the takeover and standby timers
+//
+// No actor blocks in Receive: store calls and the watch run in goroutines the actor owns
+// (cancelled and waited for when it stops or restarts) and report back by message.
+// The machine, the store and the status live in a struct the spawner owns, so an actor
+// that is killed (a panic, recovered by Recover and turned into an in-place restart)
+// picks them up again and the lease is kept.
+package actors

@@ -1,0 +1,47 @@
+// Package client is the Go SDK of the kernel services an abi-engine serves over NATS.
+// Go programs, the engine's client role and its CLI use it.
+//
+// A handover between engines is invisible to the caller. While one engine stops
+// accepting and the next one subscribes, requests briefly reach nobody ("no responders"),
+// and an engine that was fenced answers UNAVAILABLE with retryable true without running
+// anything. In both cases nothing ran, so the Transport resends the call. It starts with
+// a 50 ms pause, doubles it up to 500 ms, and keeps going for up to 5 s (RetryPolicy).
+// The window closes 0.5 s before the caller's deadline, so the caller sees "no
+// responders" rather than a timeout. Only subjects that any serving engine answers
+// through a queue group are resent (see Retryable). A subject that names one engine
+// instance fails at once. A timeout is never resent, because the call may have run.
+//
+// Every error is a *CallError. It wraps a *protocol.Error, which carries the code, the
+// message and the retryable flag, decoded from the engine's error envelope
+// {"error": {...}} or made up for what went wrong on the way. When the failure happened
+// on the way, it also wraps the cause from nats.go or from the context. Match errors with
+// errors.Is and errors.As:
+//
+//	_, err := kv.Exists(ctx, "k")
+//	switch {
+//	case errors.Is(err, nats.ErrNoResponders): // no engine serves keyvalue
+//	case errors.Is(err, protocol.ErrInvalidArgument):
+//	}
+//
+// KeyValue and ObjectStorage are typed clients with the method sets of the engine's own
+// backends, so a client-role engine can hand them to its modules in place of a local
+// backend. KeyValue implements primaries/keyvalue.Store and ObjectStorage implements
+// primaries/objectstorage.Store, without importing primaries. ObjectStorage does not speak the transfer protocol yet, so it refuses an
+// object whose request does not fit one broker message.
+//
+// The Transport's Counters (calls, retries, give-ups, failures by code) feed the
+// engine's metrics.
+//
+// Usage:
+//
+//	nc, err := nats.Connect(url)
+//	if err != nil { ... }
+//	defer nc.Close()
+//	t, err := client.NewTransport(nc)
+//	if err != nil { ... }
+//	kv := client.NewKeyValue(t)
+//	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+//	defer cancel()
+//	if err := kv.Set(ctx, "greeting", []byte("hello"), 0); err != nil { ... }
+//	v, found, err := kv.Get(ctx, "greeting")
+package client

@@ -1,0 +1,225 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/abi-engine/engine/protocol"
+)
+
+// DefaultTimeout bounds a call whose context has no deadline, like the engine's
+// nats.client_timeout_seconds default.
+const DefaultTimeout = 10 * time.Second
+
+// conn is what a Transport needs of a NATS connection; *nats.Conn has it.
+type conn interface {
+	RequestMsgWithContext(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
+	MaxPayload() int64
+}
+
+// Transport sends requests to the kernel services and hides a handover from its caller:
+// a call that reached nobody (no responders, or a fenced engine that ran nothing) is
+// resent, with backoff, until the next engine answers or the retry window ends. It is
+// safe for concurrent use and starts no goroutines; the caller owns the connection.
+type Transport struct {
+	conn     conn
+	policy   RetryPolicy
+	timeout  time.Duration
+	counters *Counters
+}
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithRetryPolicy replaces DefaultRetryPolicy.
+func WithRetryPolicy(p RetryPolicy) Option { return func(t *Transport) { t.policy = p } }
+
+// WithCounters makes the transport count into c, so several transports can share the
+// counters the engine's metrics read.
+func WithCounters(c *Counters) Option { return func(t *Transport) { t.counters = c } }
+
+// WithDefaultTimeout bounds calls whose context has no deadline (DefaultTimeout if not
+// given).
+func WithDefaultTimeout(d time.Duration) Option { return func(t *Transport) { t.timeout = d } }
+
+// NewTransport returns a Transport over nc.
+func NewTransport(nc *nats.Conn, opts ...Option) (*Transport, error) {
+	if nc == nil {
+		return nil, errors.New("client: NewTransport needs a NATS connection, got nil")
+	}
+	return newTransport(nc, opts...)
+}
+
+func newTransport(c conn, opts ...Option) (*Transport, error) {
+	t := &Transport{conn: c, policy: DefaultRetryPolicy(), timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(t)
+	}
+	if err := t.policy.Validate(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if t.timeout <= 0 {
+		return nil, fmt.Errorf("client: default timeout %s must be positive", t.timeout)
+	}
+	if t.counters == nil {
+		t.counters = NewCounters()
+	}
+	return t, nil
+}
+
+// Counters are the transport's counters.
+func (t *Transport) Counters() *Counters { return t.counters }
+
+// Policy is the transport's retry policy.
+func (t *Transport) Policy() RetryPolicy { return t.policy }
+
+// MaxPayload is the largest message the broker accepts, 0 while unknown (never
+// connected). A request body larger than this needs a transfer.
+func (t *Transport) MaxPayload() int64 { return t.conn.MaxPayload() }
+
+// Reply is a successful reply.
+type Reply struct {
+	Data   []byte
+	Header nats.Header
+	// Instance is the engine instance that answered (header Abi-Engine-Instance).
+	Instance string
+}
+
+// Request sends payload with headers to subject and waits for the reply until ctx ends
+// (or DefaultTimeout when ctx has no deadline).
+//
+// On subjects that Retryable accepts, a call that reached nobody is resent within the
+// policy's window, which ends the policy's margin before the deadline, so the caller
+// sees "no responders" rather than a timeout. Other subjects fail at once. Every error is
+// a *CallError (see there for matching); an engine's error reply is never resent unless
+// it is UNAVAILABLE with retryable true (a fenced engine that ran nothing).
+func (t *Transport) Request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*Reply, error) {
+	t.counters.calls.Add(1)
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	r, ce := t.request(ctx, subject, payload, headers)
+	if ce != nil {
+		t.counters.fail(ce.Err.Code)
+		return nil, ce
+	}
+	return r, nil
+}
+
+func (t *Transport) request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*Reply, *CallError) {
+	start := time.Now()
+	var window time.Duration
+	if Retryable(subject) {
+		deadline, _ := ctx.Deadline() // bound set one
+		window = t.policy.WindowFor(deadline.Sub(start))
+	}
+	giveUp := start.Add(window)
+	for retry := 0; ; retry++ {
+		m, err := t.conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: payload, Header: headers})
+		var ce *CallError
+		switch {
+		case err != nil:
+			ce = transportError(subject, err, window > 0, window.String())
+		case isErrorReply(m):
+			ce = &CallError{Subject: subject, Instance: m.Header.Get(protocol.HeaderInstance), Err: decodeErrorReply(m)}
+		default:
+			return &Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
+		}
+		if window == 0 || !nobodyRan(ce) {
+			return nil, ce
+		}
+		left := time.Until(giveUp)
+		if left <= 0 {
+			t.counters.giveUps.Add(1)
+			return nil, ce
+		}
+		// The last pause is cut short so one final attempt lands at the end of the window.
+		if err := pause(ctx, min(t.policy.Delay(retry), left)); err != nil {
+			return nil, transportError(subject, err, false, "")
+		}
+		t.counters.retries.Add(1)
+	}
+}
+
+// nobodyRan reports whether the call certainly did not run: the broker found no
+// subscriber, or the engine refused it before running it (fenced: UNAVAILABLE with
+// retryable true, design §5.8).
+func nobodyRan(ce *CallError) bool {
+	if ce.Cause != nil {
+		return errors.Is(ce.Cause, nats.ErrNoResponders)
+	}
+	return ce.Err.Code == protocol.Unavailable && ce.Err.Retryable
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// bound gives ctx the default deadline when it has none.
+func (t *Transport) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, t.timeout)
+}
+
+// requestContext is the "context" member of a request: the time left until ctx's
+// deadline, so the engine stops working on a call its caller no longer waits for.
+func requestContext(ctx context.Context) *protocol.RequestContext {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
+}
+
+// call sends the JSON request that build makes (given the request's context member) to
+// service.operation and decodes the reply into out (nil: ignore the body).
+func (t *Transport) call(ctx context.Context, service, op string, build func(*protocol.RequestContext) any, out any) error {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	subject := protocol.ServiceSubject(service, op)
+	body, err := json.Marshal(build(requestContext(ctx)))
+	if err != nil {
+		t.counters.calls.Add(1)
+		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
+	}
+	return t.send(ctx, subject, body, out)
+}
+
+// send is the second half of call, for callers that checked the encoded body first.
+func (t *Transport) send(ctx context.Context, subject string, body []byte, out any) error {
+	reply, err := t.Request(ctx, subject, body, nil)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(reply.Data, out); err != nil {
+		return t.failed(&CallError{
+			Subject:  subject,
+			Instance: reply.Instance,
+			Err:      protocol.Errorf(protocol.Internal, "decode reply %.64q: %v", reply.Data, err),
+			Cause:    err,
+		})
+	}
+	return nil
+}
+
+// failed counts a failure found after the transport's own part of the call.
+func (t *Transport) failed(ce *CallError) error {
+	t.counters.fail(ce.Err.Code)
+	return ce
+}

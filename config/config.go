@@ -1,0 +1,270 @@
+package config
+
+import (
+	"maps"
+	"math"
+	"strings"
+	"time"
+)
+
+// FileName is the file Load reads from the working directory when no path is given.
+const FileName = "abi-engine.yaml"
+
+// The environment variables Load reads. Each wins over the file when it is set to a
+// non-empty value.
+const (
+	EnvRole      = "ABI_ENGINE_ROLE" // nats.engine.role
+	EnvRolloutID = "ABI_ROLLOUT_ID"  // nats.engine.rollout_id
+	EnvNATSURL   = "ABI_NATS_URL"    // nats.url
+)
+
+// Role is what an engine does on its account (nats.engine.role).
+type Role string
+
+// The roles of the ADR.
+const (
+	// RoleServe takes the lease, serves the kernel services and hosts the jobs; it stands
+	// by when an engine of another rollout holds the lease.
+	RoleServe Role = "serve"
+	// RoleClient never touches the lease, serves nothing and opens no backend.
+	RoleClient Role = "client"
+	// RoleAuto serves when no engine does and is a client otherwise; it never stands by.
+	RoleAuto Role = "auto"
+)
+
+// KeyValueAdapter names the backend of the keyvalue service.
+type KeyValueAdapter string
+
+// The keyvalue backends.
+const (
+	KeyValueMemory    KeyValueAdapter = "memory"
+	KeyValueBolt      KeyValueAdapter = "bbolt"
+	KeyValueJetStream KeyValueAdapter = "jetstream"
+	KeyValuePostgres  KeyValueAdapter = "postgres"
+)
+
+// ObjectStorageAdapter names the backend of the object_storage service.
+type ObjectStorageAdapter string
+
+// The object_storage backends.
+const (
+	ObjectStorageMemory    ObjectStorageAdapter = "memory"
+	ObjectStorageFS        ObjectStorageAdapter = "fs"
+	ObjectStorageJetStream ObjectStorageAdapter = "jetstream"
+)
+
+// Defaults of the adapter options, also filled in by Default.
+const (
+	DefaultBoltPath            = "data/kv.db"
+	DefaultKeyValueBucket      = "ABI_KV"
+	DefaultPostgresTable       = "abi_keyvalue"
+	DefaultObjectsRoot         = "data/objects"
+	DefaultObjectStorageBucket = "ABI_OBJECTS"
+)
+
+// leaseBucket is the JetStream KV bucket of the lease (design §4.1). The lease package
+// owns it, but config sits below lease in the import graph, so the name is repeated here
+// only to keep keyvalue data out of it.
+const leaseBucket = "ABI_ENGINE"
+
+// Config is the whole configuration of an engine (design §4.4). The zero value is not
+// useful: start from Default, Load or Parse. Seconds are float64 as in the YAML; the
+// methods returning time.Duration are what the engine should use.
+type Config struct {
+	NATS     NATS     `yaml:"nats"`
+	Services Services `yaml:"services"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+
+	// path is the file the configuration was read from ("" when none was).
+	path string
+	// origins maps a key path to where its value came from, so an error can point at
+	// it. It is copied on write, so copies of a Config never share changes.
+	origins map[string]source
+}
+
+// source is where a value came from: what is "line 7", "environment variable
+// ABI_ROLLOUT_ID" or "flag --role"; line is its line in the file, 0 when not from it.
+type source struct {
+	what string
+	line int
+}
+
+// NATS is the nats block.
+type NATS struct {
+	// URL is empty for the embedded server, else a comma-separated list of server URLs.
+	URL                   string   `yaml:"url"`
+	Embedded              Embedded `yaml:"embedded"`
+	Credentials           string   `yaml:"credentials"`
+	ClientTimeoutSeconds  float64  `yaml:"client_timeout_seconds"`
+	MaxConcurrentRequests int      `yaml:"max_concurrent_requests"`
+	Engine                Engine   `yaml:"engine"`
+}
+
+// Embedded is the embedded NATS server, started when nats.url is empty.
+type Embedded struct {
+	Listen   string `yaml:"listen"`
+	StoreDir string `yaml:"store_dir"`
+}
+
+// Engine is the nats.engine block: role, rollout and the lease timings.
+type Engine struct {
+	Role                  Role    `yaml:"role"`
+	RolloutID             string  `yaml:"rollout_id"`
+	LeaseSeconds          float64 `yaml:"lease_seconds"`
+	StandbyTimeoutSeconds float64 `yaml:"standby_timeout_seconds"`
+	DrainSeconds          float64 `yaml:"drain_seconds"`
+	LeaseReplicas         int     `yaml:"lease_replicas"`
+}
+
+// Services holds one block per kernel service.
+type Services struct {
+	KeyValue      KeyValue      `yaml:"keyvalue"`
+	ObjectStorage ObjectStorage `yaml:"object_storage"`
+}
+
+// KeyValue is the services.keyvalue block. Each option belongs to one adapter; setting
+// it in the file for another adapter is an error, so a forgotten option never looks as
+// if it took effect.
+type KeyValue struct {
+	Adapter KeyValueAdapter `yaml:"adapter"`
+	// Path is the bbolt database file.
+	Path string `yaml:"path"`
+	// Bucket is the JetStream KV bucket.
+	Bucket string `yaml:"bucket"`
+	// DSN is the PostgreSQL connection string (postgres:// URL or key=value form).
+	DSN string `yaml:"dsn"`
+	// Table is the PostgreSQL table, optionally schema-qualified.
+	Table string `yaml:"table"`
+}
+
+// ObjectStorage is the services.object_storage block; options as for KeyValue.
+type ObjectStorage struct {
+	Adapter ObjectStorageAdapter `yaml:"adapter"`
+	// Root is the directory of the fs adapter.
+	Root string `yaml:"root"`
+	// Bucket is the JetStream object store bucket.
+	Bucket string `yaml:"bucket"`
+}
+
+// HTTP is the http block.
+type HTTP struct {
+	// Listen is host:port of the health, status and metrics server; "" disables it.
+	Listen string `yaml:"listen"`
+}
+
+// Log is the log block.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration an engine runs with when nothing is configured:
+// role serve, embedded NATS server, JetStream backends, HTTP on 127.0.0.1:8080.
+func Default() *Config {
+	return &Config{
+		NATS: NATS{
+			Embedded:              Embedded{Listen: "127.0.0.1:4222", StoreDir: "data/nats"},
+			ClientTimeoutSeconds:  10,
+			MaxConcurrentRequests: 64,
+			Engine: Engine{
+				Role:                  RoleServe,
+				LeaseSeconds:          20,
+				StandbyTimeoutSeconds: 900,
+				DrainSeconds:          60,
+				LeaseReplicas:         1,
+			},
+		},
+		Services: Services{
+			KeyValue: KeyValue{
+				Adapter: KeyValueJetStream,
+				Path:    DefaultBoltPath,
+				Bucket:  DefaultKeyValueBucket,
+				Table:   DefaultPostgresTable,
+			},
+			ObjectStorage: ObjectStorage{
+				Adapter: ObjectStorageJetStream,
+				Root:    DefaultObjectsRoot,
+				Bucket:  DefaultObjectStorageBucket,
+			},
+		},
+		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+		Log:  Log{Level: "info", Format: "json"},
+	}
+}
+
+// Path is the file the configuration was read from, "" when it holds the defaults (or
+// was parsed from bytes or built in code).
+func (c *Config) Path() string { return c.path }
+
+func (c *Config) setOrigin(key string, src source) {
+	m := maps.Clone(c.origins)
+	if m == nil {
+		m = make(map[string]source)
+	}
+	m[key] = src
+	c.origins = m
+}
+
+// issue builds an Issue about key, pointing at where its value came from.
+func (c *Config) issue(key, value, rule string) Issue {
+	src := c.origins[key]
+	return Issue{Key: key, Value: value, Rule: rule, Origin: src.what, Line: src.line}
+}
+
+// fromFile reports whether the file set key.
+func (c *Config) fromFile(key string) bool { return c.origins[key].line > 0 }
+
+// EmbeddedBroker reports whether the engine starts its own NATS server (nats.url empty).
+func (n NATS) EmbeddedBroker() bool { return n.URL == "" }
+
+// Servers splits nats.url into its server URLs; nil for the embedded server.
+func (n NATS) Servers() []string {
+	if n.URL == "" {
+		return nil
+	}
+	parts := strings.Split(n.URL, ",")
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ClientTimeout is how long a client call waits for its reply.
+func (n NATS) ClientTimeout() time.Duration { return seconds(n.ClientTimeoutSeconds) }
+
+// Lease is the lease period: renewals run every Lease/4, fencing after Lease/2, a
+// contender takes over after a full Lease without a new revision.
+func (e Engine) Lease() time.Duration { return seconds(e.LeaseSeconds) }
+
+// StandbyTimeout is how long a standby waits for the lease before it stops the process.
+func (e Engine) StandbyTimeout() time.Duration { return seconds(e.StandbyTimeoutSeconds) }
+
+// Drain is how long a releasing engine keeps answering calls and sessions it received.
+func (e Engine) Drain() time.Duration { return seconds(e.DrainSeconds) }
+
+// LeaseRolloutID is the rollout id the engine claims the lease with: the configured one
+// in role serve, and empty in role auto (an auto engine never stands by, reference §4.1)
+// and in role client (which never claims).
+func (e Engine) LeaseRolloutID() string {
+	if e.Role == RoleServe {
+		return e.RolloutID
+	}
+	return ""
+}
+
+// seconds converts float seconds to a Duration, saturating instead of overflowing so a
+// huge (but valid) standby timeout means "practically forever" rather than negative.
+func seconds(s float64) time.Duration {
+	if math.IsNaN(s) || s <= 0 {
+		return 0
+	}
+	ns := s * float64(time.Second)
+	if ns >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ns)
+}

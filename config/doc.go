@@ -1,0 +1,109 @@
+// Package config is the configuration of abi-engine: the YAML file, the environment
+// variables and command-line overrides that win over it, the rules every value must
+// meet, and where each service keeps its data (the shared-backend check of the ADR).
+// It imports nothing else of this module and opens no connection, so every
+// configuration error is found before the engine touches the broker, the lease or a
+// backend.
+//
+// # Where the configuration comes from
+//
+// Load reads, in order, each later source winning over the earlier ones:
+//
+//  1. the defaults below;
+//  2. the file given with --config, or else abi-engine.yaml in the working directory
+//     when it exists (a --config file that does not exist is an error);
+//  3. the environment: ABI_ENGINE_ROLE sets nats.engine.role, ABI_ROLLOUT_ID sets
+//     nats.engine.rollout_id, ABI_NATS_URL sets nats.url. A variable that is unset or
+//     empty keeps the file's value;
+//  4. the flags of abi-engine run: --role, --nats and --http.
+//
+// The result is validated as a whole and every problem is reported at once, each naming
+// its key, its value, the rule it breaks and where the value came from (a line of the
+// file, an environment variable or a flag). The file is decoded strictly: a key that is
+// not listed below is an error naming the key and its line, and so is a key set twice.
+// A key written without a value ("rollout_id:") keeps its default; write "" for an
+// empty string, e.g. `listen: ""` to turn HTTP off. Seconds are numbers and may have a
+// fraction (lease_seconds: 2.5).
+//
+// # Keys
+//
+// nats.url (default ""): empty starts an embedded NATS server with JetStream, for
+// development on one machine. Otherwise a comma-separated list of server URLs, each
+// nats://, tls://, ws:// or wss:// with a host and, optionally, a port from 1 to 65535
+// (nats://n1:4222,nats://n2:4222).
+//
+// nats.embedded.listen (default "127.0.0.1:4222"): host:port of the embedded server, port
+// 0 to 65535 (0: any free port). Read only when nats.url is empty.
+//
+// nats.embedded.store_dir (default "data/nats"): directory of the embedded server's
+// JetStream store; must not be empty. Read only when nats.url is empty.
+//
+// nats.credentials (default ""): path of a NATS .creds file; empty connects without one.
+//
+// nats.client_timeout_seconds (default 10): how long a client call waits for its reply;
+// a finite number greater than 0.
+//
+// nats.max_concurrent_requests (default 64): calls each service handles at once; a whole
+// number from 1 to 4096.
+//
+// nats.engine.role (default serve): serve, client or auto. serve takes the lease, serves
+// the kernel services and hosts the jobs, and stands by while an engine of another
+// rollout serves. client never touches the lease, serves nothing and opens no backend.
+// auto serves when no engine does and is a client otherwise; it claims with an empty
+// rollout id, so it never stands by.
+//
+// nats.engine.rollout_id (default ""): the deploy this engine belongs to, e.g. the image
+// tag; usually set with ABI_ROLLOUT_ID. Empty, or up to 128 characters matching
+// ^([A-Za-z0-9_][A-Za-z0-9_.:-]{0,127})?$. A serving engine whose rollout differs from
+// the holder's stands by and takes over at the handover.
+//
+// nats.engine.lease_seconds (default 20): the lease period, a finite number from 1 to
+// 300. The holder renews every quarter of it and stops serving (fences) after half of it
+// without a successful renewal; a contender takes over after a full period without one.
+//
+// nats.engine.standby_timeout_seconds (default 900): how long a standby waits for the
+// lease before it stops the process; a finite number greater than 0.
+//
+// nats.engine.drain_seconds (default 60): how long a releasing engine keeps answering the
+// calls and sessions it has received; a finite number, 0 or more (0 closes them at once).
+//
+// nats.engine.lease_replicas (default 1): replicas of the lease bucket ABI_ENGINE, a whole
+// number from 1 to 5; use 3 on a cluster.
+//
+// services.keyvalue.adapter (default jetstream): memory, bbolt, jetstream or postgres.
+// Options, each read by one adapter only (setting one in the file for another adapter
+// is an error):
+//   - path (bbolt; default "data/kv.db"): the database file; must not be empty.
+//   - bucket (jetstream; default "ABI_KV"): the KV bucket; letters, digits, '_' and '-',
+//     and not ABI_ENGINE, the lease's bucket.
+//   - dsn (postgres; required): the connection string, a postgres:// URL or key=value
+//     form as pgx accepts it. The password may be left out and given by PGPASSWORD or a
+//     .pgpass file, which pgx reads.
+//   - table (postgres; default "abi_keyvalue"): the table, optionally schema.table; each
+//     part letters, digits and '_', not starting with a digit, at most 63 characters.
+//
+// services.object_storage.adapter (default jetstream): memory, fs or jetstream. Options:
+//   - root (fs; default "data/objects"): the directory objects are stored under; must
+//     not be empty.
+//   - bucket (jetstream; default "ABI_OBJECTS"): the object store bucket; letters,
+//     digits, '_' and '-'.
+//
+// http.listen (default "127.0.0.1:8080"): host:port of the health, readiness, status and
+// metrics server, port 0 to 65535 (0: any free port); "" turns it off.
+//
+// log.level (default info): debug, info, warn or error.
+//
+// log.format (default json): json or console.
+//
+// # The shared-backend check
+//
+// A serving engine with a rollout id hands over to the next rollout without downtime:
+// both engines serve for a moment, so both must reach the same data. Such an engine is
+// refused (*LocalBackendsError, also reported by Validate and Load) when a service keeps
+// its data on this host: keyvalue on memory ("this process") or bbolt ("file at
+// data/kv.db"), object_storage on memory or fs ("files under data/objects"), and any
+// engine hosting the embedded NATS server, whose store (with every jetstream-backed
+// service in it) is on this host too. The jetstream adapters against a shared NATS server
+// and postgres pass. Local backends stay valid for development and single-host setups,
+// which deploy without a rollout id; role client and role auto never fail the check.
+package config
