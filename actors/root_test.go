@@ -1,0 +1,204 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
+	"github.com/anthdm/hollywood/actor"
+)
+
+// journal records what members are told, in order, across actors.
+type journal struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lines = append(j.lines, fmt.Sprintf(format, args...))
+}
+
+func (j *journal) all() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.lines...)
+}
+
+// member obeys the role messages the way a primary does, recording each, and
+// draining after `work` of fake time.
+func member(e *actor.Engine, name string, j *journal, store lease.Store, work time.Duration) *actor.PID {
+	return e.SpawnFunc(func(c *actor.Context) {
+		from := c.Sender()
+		switch m := c.Message().(type) {
+		case Serve:
+			j.add("%s serve", name)
+			c.Send(from, Accepting{From: c.PID(), On: true})
+		case StopAccepting:
+			rec, _ := store.Read(context.Background())
+			j.add("%s stop-accepting (lease free: %v)", name, rec.Free())
+			c.Send(from, Accepting{From: c.PID(), On: false})
+			self, eng := c.PID(), c.Engine()
+			if !m.Deadline.IsZero() {
+				time.AfterFunc(work, func() { eng.Send(from, Drained{From: self}) })
+			}
+		case Stop:
+			j.add("%s stop", name)
+			c.Send(from, Down{From: c.PID()})
+		}
+	}, name)
+}
+
+func TestHandoverCascadeOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		n := startNode(t, store, leasetest.Holder("a", ""))
+		var j journal
+		ran := make(chan struct{}, 16)
+		jobs, err := NewJobsHost([]Job{{Name: "tick", Schedule: Every(100 * time.Millisecond), Run: func(ctx context.Context) error {
+			ran <- struct{}{}
+			return nil
+		}}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobsPID := n.e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		p1 := member(n.e, "primary", &j, store, 50*time.Millisecond)
+		p2 := member(n.e, "transfers", &j, store, 200*time.Millisecond)
+		var phases []string
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Jobs: jobsPID, Members: []*actor.PID{p1, p2},
+			Drain: time.Second, OnPhase: func(p string, d time.Duration) { phases = append(phases, p) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.waitState(lease.StateServing, time.Second)
+		<-ran // a job ran while serving
+		if !jobs.Running() {
+			t.Fatal("jobs not running while serving")
+		}
+		start := time.Now()
+		if err := root.Handover(context.Background(), n.e); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if jobs.Running() {
+			t.Fatal("jobs still scheduled after the handover")
+		}
+		if r := read(t, store); !r.Free() {
+			t.Fatalf("lease after handover: %v", r)
+		}
+		// The slowest member drains in 200 ms; nobody waits for the 1 s deadline.
+		if took < 200*time.Millisecond || took >= time.Second {
+			t.Fatalf("handover took %s", took)
+		}
+		// Each member is told serve, then stop-accepting after the release, then stop;
+		// members of one step may hear it in any order.
+		got := j.all()
+		rank := map[string]int{"serve": 0, "stop-accepting (lease free: true)": 1, "stop": 2}
+		last, count := -1, map[int]int{}
+		for _, line := range got {
+			_, what, _ := strings.Cut(line, " ")
+			r, ok := rank[what]
+			if !ok || r < last {
+				t.Fatalf("members were told %v: %q out of order", got, line)
+			}
+			last = r
+			count[r]++
+		}
+		if count[0] != 2 || count[1] != 2 || count[2] != 2 {
+			t.Fatalf("members were told %v", got)
+		}
+		if fmt.Sprint(phases) != fmt.Sprint([]string{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop}) {
+			t.Fatalf("phases %v", phases)
+		}
+		if root.Err() != nil {
+			t.Fatalf("Err after a handover = %v", root.Err())
+		}
+		<-n.e.Poison(jobsPID).Done()
+		<-n.e.Poison(p1).Done()
+		<-n.e.Poison(p2).Done()
+		<-n.e.Poison(root.PID()).Done()
+		root.Stop()
+	})
+}
+
+func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		n := startNode(t, store, leasetest.Holder("a", ""))
+		var j journal
+		stuck := member(n.e, "stuck", &j, store, time.Hour)
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{stuck}, Drain: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.waitState(lease.StateServing, time.Second)
+		start := time.Now()
+		if err := root.Handover(context.Background(), n.e); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 300*time.Millisecond || took > 400*time.Millisecond {
+			t.Fatalf("handover took %s, want the 300 ms drain deadline", took)
+		}
+		if got := j.all(); got[len(got)-1] != "stuck stop" {
+			t.Fatalf("members were told %v", got)
+		}
+		<-n.e.Poison(stuck).Done()
+		<-n.e.Poison(root.PID()).Done()
+	})
+}
+
+func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := lease.NewMemStore()
+		flaky := leasetest.NewFlaky(mem)
+		n := startNode(t, flaky, leasetest.Holder("a", ""))
+		var j journal
+		jobs, _ := NewJobsHost([]Job{{Name: "j", Schedule: Every(time.Hour), Run: func(context.Context) error { return nil }}}, nil, nil)
+		jobsPID := n.e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		p := member(n.e, "primary", &j, mem, 0)
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Jobs: jobsPID, Members: []*actor.PID{p}, Drain: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.waitState(lease.StateServing, time.Second)
+		synctest.Wait()
+		flaky.Fail(true)
+		n.waitState(lease.StateFenced, time.Second)
+		synctest.Wait()
+		if jobs.Running() {
+			t.Fatal("jobs run on a fenced engine")
+		}
+		flaky.Fail(false)
+		n.waitState(lease.StateServing, time.Second)
+		synctest.Wait()
+		if !jobs.Running() {
+			t.Fatal("jobs did not restart after the fence ended")
+		}
+		mem.Put(leasetest.Holder("thief", ""))
+		<-root.Ended()
+		var lost *lease.LostError
+		if !errors.As(root.Err(), &lost) || lost.Holder.InstanceID != "engine-thief" {
+			t.Fatalf("Err = %v, want LostError naming the thief", root.Err())
+		}
+		synctest.Wait()
+		want := []string{"primary serve", "primary stop", "primary serve", "primary stop"}
+		if got := j.all(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("members were told %v, want %v", got, want)
+		}
+		if jobs.Running() {
+			t.Fatal("jobs run after the lease was lost")
+		}
+		<-n.e.Poison(jobsPID).Done()
+		<-n.e.Poison(p).Done()
+		<-n.e.Poison(root.PID()).Done()
+	})
+}

@@ -1,0 +1,135 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/zap"
+)
+
+// Broker is an embedded nats-server with JetStream, the development default when no
+// NATS URL is configured. Its data lives in StoreDir, so it is local storage.
+type Broker struct {
+	listen   string
+	storeDir string
+	log      *zap.Logger
+
+	mu    sync.Mutex
+	url   string
+	ready chan struct{} // closed once the server accepts connections
+	err   error         // why it could not start, when ready is closed without a URL
+}
+
+// NewBroker validates the listen address ("host:port"; port 0 picks a free one).
+func NewBroker(listen, storeDir string, log *zap.Logger) (*Broker, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: embedded broker listen address %q: %w", listen, err)
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("supervisor: embedded broker listen address %q: port %q is not a number", listen, port)
+	}
+	_ = host
+	if storeDir == "" {
+		return nil, errors.New("supervisor: embedded broker needs a store directory")
+	}
+	return &Broker{listen: listen, storeDir: storeDir, log: log.Named("nats-server"), ready: make(chan struct{})}, nil
+}
+
+func (b *Broker) String() string { return "embedded nats-server" }
+
+// URL waits until the broker accepts connections and returns its client URL.
+func (b *Broker) URL(ctx context.Context) (string, error) {
+	select {
+	case <-b.ready:
+	case <-ctx.Done():
+		return "", fmt.Errorf("supervisor: waiting for the embedded broker: %w", ctx.Err())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.url == "" {
+		return "", b.err
+	}
+	return b.url, nil
+}
+
+// Serve implements suture.Service: it runs the server until ctx ends. A restart keeps
+// the port it first got, so clients reconnect to the same address.
+func (b *Broker) Serve(ctx context.Context) error {
+	host, portStr, _ := net.SplitHostPort(b.listen)
+	port, _ := strconv.Atoi(portStr)
+	b.mu.Lock()
+	if b.url != "" {
+		// Restarted by the supervisor: come back where clients reconnect.
+		_, p, _ := net.SplitHostPort(b.url[len("nats://"):])
+		port, _ = strconv.Atoi(p)
+	}
+	b.mu.Unlock()
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName: "abi-engine-embedded",
+		Host:       host,
+		Port:       port,
+		NoSigs:     true,
+		JetStream:  true,
+		StoreDir:   b.storeDir,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return b.fail(fmt.Errorf("supervisor: embedded broker: %w", err))
+	}
+	srv.SetLoggerV2(zapServerLogger{b.log.Sugar()}, false, false, false)
+	go srv.Start()
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		return b.fail(fmt.Errorf("supervisor: embedded broker on %s did not accept connections within 10s (is the port in use?)", b.listen))
+	}
+	addr := srv.Addr().(*net.TCPAddr)
+	b.mu.Lock()
+	b.url = fmt.Sprintf("nats://%s", net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port)))
+	b.err = nil
+	select {
+	case <-b.ready:
+	default:
+		close(b.ready)
+	}
+	b.mu.Unlock()
+	b.log.Info("embedded nats-server ready", zap.String("url", b.url), zap.String("store_dir", b.storeDir))
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (b *Broker) fail(err error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.err = err
+	if b.url == "" {
+		select {
+		case <-b.ready:
+		default:
+			close(b.ready)
+		}
+	}
+	return err
+}
+
+// zapServerLogger adapts nats-server's logger to zap.
+type zapServerLogger struct{ s *zap.SugaredLogger }
+
+func (l zapServerLogger) Noticef(format string, v ...any) { l.s.Infof(format, v...) }
+func (l zapServerLogger) Warnf(format string, v ...any)   { l.s.Warnf(format, v...) }
+func (l zapServerLogger) Fatalf(format string, v ...any)  { l.s.Errorf(format, v...) }
+func (l zapServerLogger) Errorf(format string, v ...any)  { l.s.Errorf(format, v...) }
+func (l zapServerLogger) Debugf(format string, v ...any)  { l.s.Debugf(format, v...) }
+func (l zapServerLogger) Tracef(format string, v ...any)  { l.s.Debugf(format, v...) }

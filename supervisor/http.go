@@ -1,0 +1,116 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Reporter is what the HTTP endpoints ask the engine (design §4.5).
+type Reporter interface {
+	// Healthy is nil while the process is healthy; an error says why not (a holder
+	// that believes it serves but has not renewed for more than a lease period).
+	Healthy() error
+	// Ready reports serving, standing by, or a client.
+	Ready() bool
+	// Status is the body of GET /status.
+	Status() any
+}
+
+// Handler serves /healthz, /readyz, /status and /metrics.
+func Handler(r Reporter, g prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := r.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !r.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(r.Status())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// HTTP is the engine's HTTP server as a suture service.
+type HTTP struct {
+	addr    string
+	handler http.Handler
+	log     *zap.Logger
+
+	mu    sync.Mutex
+	bound string
+	ready chan struct{}
+}
+
+// NewHTTP serves handler on addr ("host:port"; port 0 picks a free one).
+func NewHTTP(addr string, handler http.Handler, log *zap.Logger) *HTTP {
+	return &HTTP{addr: addr, handler: handler, log: log.Named("http"), ready: make(chan struct{})}
+}
+
+func (h *HTTP) String() string { return "http " + h.addr }
+
+// Addr waits until the server listens and returns its address.
+func (h *HTTP) Addr(ctx context.Context) (string, error) {
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bound, nil
+}
+
+// Serve implements suture.Service.
+func (h *HTTP) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", h.addr)
+	if err != nil {
+		return fmt.Errorf("supervisor: http listen %s: %w", h.addr, err)
+	}
+	h.mu.Lock()
+	h.bound = ln.Addr().String()
+	select {
+	case <-h.ready:
+	default:
+		close(h.ready)
+	}
+	h.mu.Unlock()
+	srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	h.log.Info("http listening", zap.String("addr", ln.Addr().String()))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("supervisor: http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,131 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestBrokerServesAndStops(t *testing.T) {
+	b, err := NewBroker("127.0.0.1:0", t.TempDir(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := NewTree("test", zap.NewNop(), 5*time.Second)
+	tree.Add(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := tree.ServeBackground(ctx)
+	defer func() {
+		cancel()
+		<-done
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	url, err := b.URL(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := Dial(wctx, ConnConfig{URL: url, Name: "test"}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if !nc.IsConnected() {
+		t.Fatal("not connected")
+	}
+	if _, err := nc.JetStream(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrokerRejectsBadListen(t *testing.T) {
+	for _, listen := range []string{"nope", "127.0.0.1:x"} {
+		if _, err := NewBroker(listen, t.TempDir(), zap.NewNop()); err == nil || !strings.Contains(err.Error(), listen) {
+			t.Errorf("NewBroker(%q) = %v, want an error naming it", listen, err)
+		}
+	}
+}
+
+func TestDialGivesUpWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := Dial(ctx, ConnConfig{URL: "nats://127.0.0.1:1", Name: "test", Timeout: 100 * time.Millisecond}, zap.NewNop())
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Dial = %v", err)
+	}
+}
+
+type reporter struct {
+	healthy error
+	ready   bool
+}
+
+func (r reporter) Healthy() error { return r.healthy }
+func (r reporter) Ready() bool    { return r.ready }
+func (r reporter) Status() any    { return map[string]any{"state": "serving"} }
+
+func TestHandler(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "abi_engine_test_total", Help: "test"})
+	reg.MustRegister(c)
+	c.Inc()
+	get := func(r Reporter, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		Handler(r, reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		b, _ := io.ReadAll(rec.Body)
+		return rec.Code, string(b)
+	}
+	if code, _ := get(reporter{ready: true}, "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	if code, body := get(reporter{healthy: errors.New("no renewal for 25s")}, "/healthz"); code != 503 || !strings.Contains(body, "no renewal") {
+		t.Errorf("/healthz wedged = %d %q", code, body)
+	}
+	if code, _ := get(reporter{ready: true}, "/readyz"); code != 200 {
+		t.Errorf("/readyz = %d", code)
+	}
+	if code, _ := get(reporter{}, "/readyz"); code != 503 {
+		t.Errorf("/readyz not ready = %d", code)
+	}
+	if code, body := get(reporter{}, "/status"); code != 200 || !strings.Contains(body, `"state": "serving"`) {
+		t.Errorf("/status = %d %q", code, body)
+	}
+	if code, body := get(reporter{}, "/metrics"); code != 200 || !strings.Contains(body, "abi_engine_test_total 1") {
+		t.Errorf("/metrics = %d %q", code, body)
+	}
+}
+
+func TestHTTPServesUntilCancelled(t *testing.T) {
+	h := NewHTTP("127.0.0.1:0", Handler(reporter{ready: true}, prometheus.NewRegistry()), zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- h.Serve(ctx) }()
+	addr, err := h.Addr(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/readyz = %d", resp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Serve = %v", err)
+	}
+}
