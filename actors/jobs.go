@@ -97,7 +97,9 @@ func (h *JobsHost) Running() bool {
 }
 
 // Producer is the actor's producer.
-func (h *JobsHost) Producer() actor.Producer { return func() actor.Receiver { return &jobsActor{h: h} } }
+func (h *JobsHost) Producer() actor.Producer {
+	return func() actor.Receiver { return &jobsActor{h: h} }
+}
 
 func (h *JobsHost) start() {
 	h.mu.Lock()
