@@ -22,6 +22,13 @@ type StopAccepting struct{ Deadline time.Time }
 // is open. Fencing and the drain deadline use it. Reply: Down.
 type Stop struct{}
 
+// ServeFailed answers Serve when From could not subscribe (or the broker did not
+// confirm it); the root tells it Serve again after a pause.
+type ServeFailed struct {
+	From *actor.PID
+	Err  error
+}
+
 // Accepting reports that From now takes (true) or no longer takes (false) new work.
 type Accepting struct {
 	From *actor.PID

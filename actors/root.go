@@ -65,12 +65,20 @@ type Root struct {
 	endErr     error
 	sessCancel context.CancelFunc
 	sessWG     sync.WaitGroup
+
+	// serving confirmations of the current serving period
+	upWaiting map[string]bool
+	up        chan struct{} // closed once every member and the jobs host accept
 }
 
 type (
 	rootTick     struct{ phase string }
 	sessionsDone struct{ err error }
+	retryServe   struct{ to *actor.PID }
 )
+
+// serveRetry is the pause before a member that failed to serve is told Serve again.
+const serveRetry = 500 * time.Millisecond
 
 // SpawnRoot spawns the root actor; it subscribes itself to the ownership.
 func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
@@ -81,7 +89,7 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Root{cfg: cfg, log: log.Named("root"), ended: make(chan struct{})}
+	r := &Root{cfg: cfg, log: log.Named("root"), ended: make(chan struct{}), up: make(chan struct{})}
 	r.pid = e.Spawn(func() actor.Receiver { return &rootActor{r: r} }, "root", SpawnOpts("engine")...)
 	return r, nil
 }
@@ -120,6 +128,25 @@ func (r *Root) Handover(ctx context.Context, e *actor.Engine) error {
 	}
 }
 
+// WaitServing waits until every member and the jobs host have confirmed the last
+// Serve: the engine takes calls.
+func (r *Root) WaitServing(ctx context.Context) error {
+	r.mu.Lock()
+	up := r.up
+	r.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-r.ended:
+		if err := r.Err(); err != nil {
+			return err
+		}
+		return errors.New("actors: the engine ended before it served")
+	case <-ctx.Done():
+		return fmt.Errorf("actors: waiting for the services to serve: %w", ctx.Err())
+	}
+}
+
 // Stop waits for the second session wait, if one runs.
 func (r *Root) Stop() {
 	r.mu.Lock()
@@ -141,6 +168,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case Serving:
 		if !r.handingOver() {
 			r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Bool("restored", m.Restored))
+			a.expectUp()
 			a.fanOut(c, Serve{}, true)
 		}
 	case Fenced:
@@ -157,7 +185,21 @@ func (a *rootActor) Receive(c *actor.Context) {
 		}
 	case Handover:
 		a.beginHandover(c)
-	case Drained, Accepting, Down:
+	case Accepting:
+		if m.On {
+			a.accepted(m.From)
+		}
+	case ServeFailed:
+		// Retry after a pause; a broker that is away comes back, and a fence or a
+		// handover meanwhile makes the retry moot.
+		r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+		e, self, to := c.Engine(), c.PID(), m.From
+		time.AfterFunc(serveRetry, func() { e.Send(self, retryServe{to: to}) })
+	case retryServe:
+		if st := r.cfg.Ownership.Status().State; st == lease.StateServing && !r.handingOver() {
+			c.Send(m.to, Serve{})
+		}
+	case Drained, Down:
 		a.answered(c, m)
 	case Released:
 		if r.Phase() == PhaseRelease {
@@ -201,6 +243,41 @@ func (a *rootActor) members(withJobs bool) []*actor.PID {
 func (a *rootActor) fanOut(c *actor.Context, msg any, withJobs bool) {
 	for _, pid := range a.members(withJobs) {
 		c.Send(pid, msg)
+	}
+}
+
+// expectUp starts a serving period: WaitServing waits for every member to accept.
+func (a *rootActor) expectUp() {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.up:
+		r.up = make(chan struct{})
+	default:
+	}
+	r.upWaiting = map[string]bool{}
+	for _, pid := range a.members(true) {
+		r.upWaiting[pid.String()] = true
+	}
+	if len(r.upWaiting) == 0 {
+		close(r.up)
+	}
+}
+
+func (a *rootActor) accepted(from *actor.PID) {
+	r := a.r
+	if from == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.upWaiting == nil || !r.upWaiting[from.String()] {
+		return
+	}
+	delete(r.upWaiting, from.String())
+	if len(r.upWaiting) == 0 {
+		close(r.up)
 	}
 }
 

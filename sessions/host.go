@@ -11,7 +11,8 @@ type Host interface {
 	// and returns once the broker has confirmed it: no new call or session reaches this
 	// host afterwards. Everything already received goes on.
 	StopAccepting(ctx context.Context) error
-	// SessionsFinished returns nil once nothing is open, or ctx's error.
+	// SessionsFinished returns nil once nothing is open, or ctx's error. It must return
+	// when ctx ends: WaitForSessions waits for every host it asked.
 	SessionsFinished(ctx context.Context) error
 	// Stop ends everything at once: subscriptions, running calls (cancelled) and open
 	// sessions (closed). It is safe to call more than once.

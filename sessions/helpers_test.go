@@ -1,0 +1,345 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	testPrefix  = "abi.svc.test.v1.transfer"
+	callTimeout = 10 * time.Second
+)
+
+// eventually polls cond until it holds; the one bounded wait the tests use against a
+// real broker.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func newEngine(t testing.TB) *actor.Engine {
+	t.Helper()
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startHost builds, spawns and serves a host, closed at cleanup.
+func startHost(t testing.TB, nc *nats.Conn, cfg TransferConfig) *TransferHost {
+	t.Helper()
+	if cfg.Prefix == "" {
+		cfg.Prefix = testPrefix
+	}
+	h, err := NewTransferHost(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawnAndServe(t, h)
+	return h
+}
+
+func spawnAndServe(t testing.TB, h *TransferHost) {
+	t.Helper()
+	h.Spawn(newEngine(t))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// store is the service behind the test handlers: objects by key.
+type store struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+}
+
+type objectMeta struct {
+	Key string `json:"key"`
+}
+
+func (s *store) handlers() map[string]Handler {
+	key := func(req TransferRequest) (string, error) {
+		var m objectMeta
+		if err := json.Unmarshal(req.Metadata, &m); err != nil || m.Key == "" {
+			return "", protocol.Errorf(protocol.InvalidArgument, "metadata %s names no key", req.Metadata)
+		}
+		return m.Key, nil
+	}
+	return map[string]Handler{
+		"put": func(_ context.Context, req TransferRequest) ([]byte, error) {
+			k, err := key(req)
+			if err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.objects[k] = req.Upload
+			return nil, nil
+		},
+		"get": func(_ context.Context, req TransferRequest) ([]byte, error) {
+			k, err := key(req)
+			if err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			v, ok := s.objects[k]
+			if !ok {
+				return nil, protocol.Errorf(protocol.NotFound, "no object %q", k)
+			}
+			return v, nil
+		},
+		"echo": func(_ context.Context, req TransferRequest) ([]byte, error) { return req.Upload, nil },
+	}
+}
+
+func newStore() *store { return &store{objects: map[string][]byte{}} }
+
+// client is the in-test transfer client: plain NATS requests on the wire protocol.
+// Every reply must carry the instance header of the engine the call went to.
+type client struct {
+	t      testing.TB
+	nc     *nats.Conn
+	prefix string
+}
+
+func newClient(t testing.TB, nc *nats.Conn, prefix string) *client {
+	return &client{t: t, nc: nc, prefix: prefix}
+}
+
+// call sends req to subject and decodes the reply into out, or returns the
+// *protocol.Error it carries. wantOwner, when set, is the owner the reply must name.
+func (c *client) call(subject, wantOwner string, hdr nats.Header, req, out any) (*nats.Msg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	msg, err := c.nc.RequestMsg(&nats.Msg{Subject: subject, Data: body, Header: hdr}, callTimeout)
+	if err != nil {
+		return nil, err
+	}
+	owner := msg.Header.Get(protocol.HeaderInstance)
+	if !ValidOwnerID(owner) || (wantOwner != "" && owner != wantOwner) {
+		c.t.Errorf("reply on %s names instance %q, want %q", subject, owner, wantOwner)
+	}
+	if code := msg.Header.Get(protocol.HeaderErrorCode); code != "" {
+		var env protocol.Envelope
+		if err := json.Unmarshal(msg.Data, &env); err != nil || env.Error == nil {
+			c.t.Fatalf("error reply %q with body %q", code, msg.Data)
+		}
+		if string(env.Error.Code) != code {
+			c.t.Errorf("error header %s, body code %s", code, env.Error.Code)
+		}
+		return msg, env.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(msg.Data, out); err != nil {
+			c.t.Fatalf("reply on %s: %v: %q", subject, err, msg.Data)
+		}
+	}
+	return msg, nil
+}
+
+func (c *client) sessionCall(op, id string, req, out any) error {
+	subject, err := protocol.TransferSessionSubject(c.prefix, id, op)
+	if err != nil {
+		return err
+	}
+	owner, _, _ := ParseSessionID(id)
+	_, err = c.call(subject, owner, nil, req, out)
+	return err
+}
+
+func (c *client) open(op string, meta any, chunk int) (protocol.TransferOpenReply, error) {
+	var raw json.RawMessage
+	if meta != nil {
+		raw, _ = json.Marshal(meta)
+	}
+	var r protocol.TransferOpenReply
+	msg, err := c.call(OpenSubject(c.prefix), "", nil, protocol.TransferOpenRequest{Operation: op, Metadata: raw, ChunkBytes: chunk}, &r)
+	if err == nil {
+		if owner, _, perr := ParseSessionID(r.ID); perr != nil || owner != msg.Header.Get(protocol.HeaderInstance) {
+			c.t.Errorf("open answered id %q by instance %q", r.ID, msg.Header.Get(protocol.HeaderInstance))
+		}
+	}
+	return r, err
+}
+
+func (c *client) write(id string, seq uint64, data []byte) error {
+	return c.sessionCall(protocol.TransferWrite, id, protocol.TransferWriteRequest{ID: id, Sequence: seq, Data: data}, &protocol.TransferWriteReply{})
+}
+
+func (c *client) start(id string) (int64, error) {
+	var r protocol.TransferStartReply
+	err := c.sessionCall(protocol.TransferStart, id, protocol.TransferStartRequest{ID: id}, &r)
+	return r.Size, err
+}
+
+func (c *client) read(id string, seq uint64) (protocol.TransferReadReply, error) {
+	var r protocol.TransferReadReply
+	err := c.sessionCall(protocol.TransferRead, id, protocol.TransferReadRequest{ID: id, Sequence: seq}, &r)
+	return r, err
+}
+
+func (c *client) close(id string) error {
+	return c.sessionCall(protocol.TransferClose, id, protocol.TransferCloseRequest{ID: id}, &protocol.Empty{})
+}
+
+// writeAll writes data in chunks of the session's size.
+func (c *client) writeAll(id string, chunk int, data []byte) error {
+	for seq := 0; len(data) > 0; seq++ {
+		n := min(chunk, len(data))
+		if err := c.write(id, uint64(seq), data[:n]); err != nil {
+			return fmt.Errorf("write %d: %w", seq, err)
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// readAll reads from sequence 0 until done.
+func (c *client) readAll(id string) ([]byte, error) {
+	var out []byte
+	for seq := uint64(0); ; seq++ {
+		r, err := c.read(id, seq)
+		if err != nil {
+			return nil, fmt.Errorf("read %d: %w", seq, err)
+		}
+		if r.Sequence != seq {
+			return nil, fmt.Errorf("read %d answered sequence %d", seq, r.Sequence)
+		}
+		out = append(out, r.Data...)
+		if r.Done {
+			return out, nil
+		}
+	}
+}
+
+// roundTrip runs one whole session: open, write, start, read, close.
+func (c *client) roundTrip(op string, meta any, data []byte) ([]byte, error) {
+	o, err := c.open(op, meta, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	if err := c.writeAll(o.ID, o.ChunkBytes, data); err != nil {
+		return nil, err
+	}
+	if _, err := c.start(o.ID); err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	out, err := c.readAll(o.ID)
+	if err != nil {
+		return nil, err
+	}
+	return out, c.close(o.ID)
+}
+
+func wantCode(t testing.TB, err error, code protocol.Code) {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != code {
+		t.Fatalf("got %v, want a %s error", err, code)
+	}
+}
+
+func payload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+// fakeClock is a Clock moved by hand.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	tickers []*fakeTicker
+}
+
+type fakeTicker struct {
+	c       chan time.Time
+	every   time.Duration
+	next    time.Time
+	stopped bool
+	clock   *fakeClock
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) NewTicker(d time.Duration) Ticker {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &fakeTicker{c: make(chan time.Time, 1), every: d, next: f.now.Add(d), clock: f}
+	f.tickers = append(f.tickers, t)
+	return t
+}
+
+// Advance moves time on and fires every ticker that came due, once at most (like a
+// time.Ticker whose reader is slow).
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	for _, t := range f.tickers {
+		if t.stopped || f.now.Before(t.next) {
+			continue
+		}
+		for !f.now.Before(t.next) {
+			t.next = t.next.Add(t.every)
+		}
+		select {
+		case t.c <- f.now:
+		default:
+		}
+	}
+}
+
+func (t *fakeTicker) C() <-chan time.Time { return t.c }
+
+func (t *fakeTicker) Stop() {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	t.stopped = true
+}
+
+var _ Clock = (*fakeClock)(nil)
+
+// connect starts nothing: a client connection to srv, closed at cleanup.
+func connect(t testing.TB, srv *natstest.Server) *nats.Conn { return natstest.Connect(t, srv.URL()) }

@@ -1,0 +1,197 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/abi-engine/engine/protocol"
+)
+
+// DefaultParkTimeout bounds how long Reply waits for the host actor to park a reply
+// when its context has no deadline.
+const DefaultParkTimeout = 5 * time.Second
+
+// OverflowConfig configures an OverflowHost. Zero values take the TransferHost
+// defaults.
+type OverflowConfig struct {
+	// Owner is the engine's instance id; empty takes NewOwnerID().
+	Owner string
+	// MaxSessions bounds the parked replies at once.
+	MaxSessions int
+	// MaxReplyBytes is the largest reply that is parked; a larger one is answered
+	// PAYLOAD_TOO_LARGE.
+	MaxReplyBytes int64
+	// MaxBufferedBytes bounds all parked replies together.
+	MaxBufferedBytes int64
+	// IdleTimeout closes a parked reply nobody reads.
+	IdleTimeout time.Duration
+	Clock       Clock
+	Logger      *slog.Logger
+}
+
+// OverflowHost parks replies too large for one NATS message (reference-abi §6.5). It is
+// a TransferHost on protocol.OverflowPrefix whose sessions are created by the engine
+// (never opened by a client): each parked reply is a download that is already started,
+// which its caller reads and closes on the owner-scoped subjects. It is a Host like any
+// other, and the reason WaitForSessions runs two rounds.
+//
+// One OverflowHost serves every ServicePrimary of an engine. Spawn it and Serve it like
+// a TransferHost.
+type OverflowHost struct {
+	*TransferHost
+}
+
+// NewOverflowHost builds the overflow host on nc.
+func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
+	h, err := NewTransferHost(nc, TransferConfig{
+		Prefix:           protocol.OverflowPrefix,
+		Owner:            cfg.Owner,
+		MaxSessions:      cfg.MaxSessions,
+		MaxSessionBytes:  cfg.MaxReplyBytes,
+		MaxBufferedBytes: cfg.MaxBufferedBytes,
+		IdleTimeout:      cfg.IdleTimeout,
+		Clock:            cfg.Clock,
+		Logger:           cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &OverflowHost{TransferHost: h}, nil
+}
+
+// Reply answers the request msg with data and header (plus the Abi-Engine-Instance
+// header), whatever data's size:
+//
+//   - a reply that fits the broker's max payload (body and headers) is sent as it is;
+//   - a larger one, when the request carried protocol.HeaderOverflow "1", is parked as a
+//     read-only session and the caller gets a protocol.OverflowEnvelope telling it where
+//     to read it;
+//   - otherwise, or when it cannot be parked (above MaxReplyBytes: PAYLOAD_TOO_LARGE;
+//     no capacity left or the host not serving: RESOURCE_EXHAUSTED), the caller gets that
+//     error. The operation has run by then, so none of these is retryable.
+//
+// ctx bounds the parking (DefaultParkTimeout when it has no deadline). The error is
+// about sending: nil means the caller was sent one of the three answers. The reply goes
+// out on the connection msg arrived on (the host's own when msg is not bound to one).
+// A parked reply keeps data: do not modify it afterwards. A parked reply counts as a
+// call in flight until its notice is sent, and as a session until its caller closes it
+// or it idle-expires.
+func (o *OverflowHost) Reply(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header) error {
+	send := func(m *nats.Msg) error {
+		if msg.Sub != nil {
+			return msg.RespondMsg(m)
+		}
+		if msg.Reply == "" {
+			return nats.ErrMsgNoReply
+		}
+		m.Subject = msg.Reply
+		return o.nc.PublishMsg(m)
+	}
+	return o.reply(ctx, msg.Header, send, data, header)
+}
+
+// ReplyRequest is Reply for a request received by a micro service endpoint.
+func (o *OverflowHost) ReplyRequest(ctx context.Context, req micro.Request, data []byte, header nats.Header) error {
+	send := func(m *nats.Msg) error {
+		return req.Respond(m.Data, micro.WithHeaders(micro.Headers(m.Header)))
+	}
+	return o.reply(ctx, nats.Header(req.Headers()), send, data, header)
+}
+
+func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, send func(*nats.Msg) error, data []byte, header nats.Header) error {
+	m := replyMsg(o.owner, data, header)
+	limit := o.nc.MaxPayload()
+	size := encodedSize(m)
+	if size <= limit {
+		return send(m)
+	}
+	if reqHeader.Get(protocol.HeaderOverflow) != "1" {
+		return send(errorMsg(o.owner, protocol.Errorf(protocol.PayloadTooLarge,
+			"the reply of %d bytes is above the broker's max payload of %d and the request did not carry %s: 1; "+
+				"the operation may already have completed, do not replay it automatically",
+			size, limit, protocol.HeaderOverflow)))
+	}
+	o.beginCall()
+	defer o.endCall(nil)
+	ref, err := o.park(ctx, data)
+	if err != nil {
+		return send(errorMsg(o.owner, err))
+	}
+	body, err := json.Marshal(protocol.OverflowEnvelope{Overflow: ref})
+	if err != nil {
+		return fmt.Errorf("encode overflow envelope: %w", err)
+	}
+	notice := replyMsg(o.owner, body, header)
+	notice.Header.Set(protocol.HeaderOverflowReply, ref.ID)
+	notice.Header.Set(protocol.HeaderOverflowSize, strconv.FormatInt(ref.Size, 10))
+	if err := send(notice); err != nil {
+		o.closeParked(ref.ID)
+		return err
+	}
+	return nil
+}
+
+// park hands data to the host actor, which spawns the session holding it.
+func (o *OverflowHost) park(ctx context.Context, data []byte) (*protocol.OverflowRef, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultParkTimeout)
+		defer cancel()
+	}
+	if int64(len(data)) > o.cfg.MaxSessionBytes {
+		return nil, protocol.Errorf(protocol.PayloadTooLarge,
+			"the reply of %d bytes is above the overflow limit of %d; the operation may already have completed, do not replay it automatically",
+			len(data), o.cfg.MaxSessionBytes)
+	}
+	o.mu.Lock()
+	eng, pid, serving := o.engine, o.pid, o.serving
+	o.mu.Unlock()
+	if !serving {
+		return nil, overflowRefused(fmt.Errorf("the overflow host %s is not serving", o.owner))
+	}
+	p := &parkCall{data: data, done: make(chan parkResult, 1)}
+	eng.Send(pid, p)
+	select {
+	case r := <-p.done:
+		if r.err != nil {
+			if errors.Is(r.err, protocol.ErrPayloadTooLarge) {
+				return nil, r.err
+			}
+			return nil, overflowRefused(r.err)
+		}
+		return &protocol.OverflowRef{ID: r.id, Size: int64(len(data)), Prefix: o.prefix, ChunkBytes: r.chunk}, nil
+	case <-ctx.Done():
+		p.abandoned.Store(true)
+		// The actor may have parked it meanwhile: nobody would read it. One parked
+		// after this check idle-expires.
+		select {
+		case r := <-p.done:
+			if r.err == nil {
+				o.closeParked(r.id)
+			}
+		default:
+		}
+		return nil, overflowRefused(fmt.Errorf("parking took too long: %w", ctx.Err()))
+	}
+}
+
+func overflowRefused(cause error) error {
+	return protocol.Errorf(protocol.ResourceExhausted,
+		"the reply is above the broker's max payload and could not be parked (%v); the operation may already have completed, do not replay it automatically", cause)
+}
+
+func (o *OverflowHost) closeParked(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e := o.sessions[id]; e != nil {
+		o.closeLocked(e, "its reply could not be announced", true)
+	}
+}

@@ -1,0 +1,131 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// confirmTimeout bounds the broker round trip of StopDelivery when the caller's context
+// has no deadline of its own (nats.go's own Flush uses the same bound).
+const confirmTimeout = 10 * time.Second
+
+// closedCheckInterval is how often Drain.Wait looks whether the connection was closed
+// under it: a closed connection ends delivery but tells its subscriptions nothing. It
+// matches the interval at which nats.go itself polls a draining subscription.
+const closedCheckInterval = 100 * time.Millisecond
+
+// Drain is the delivery of subscriptions that StopDelivery ended at the broker: the
+// messages the broker routed to them before it processed the UNSUB, still being handled.
+type Drain struct {
+	nc     *nats.Conn
+	subs   []*nats.Subscription
+	closed []<-chan nats.SubStatus
+}
+
+// StopDelivery ends subs, all on nc, at the broker without losing a message the broker
+// already routed to them, and returns once the broker has confirmed it.
+//
+// It drains each subscription (Subscription.Drain, never Unsubscribe, which drops what
+// is pending in the client), which writes the UNSUB, and then makes a round trip to the
+// broker after the UNSUB was written. Once that round trip returns the broker has
+// processed the UNSUB: nothing new reaches these subscriptions, and everything it had
+// routed to them is already in their pending queues, where their callbacks keep
+// handling it. Drain.Wait waits for those callbacks.
+//
+// The returned Drain is never nil, so a caller can still wait on what was received
+// when the confirmation failed (the error says which subscriptions were not confirmed).
+// If the connection is reconnecting, nats.go holds the UNSUB back, so the broker
+// cannot confirm it: end subscriptions while connected.
+func StopDelivery(ctx context.Context, nc *nats.Conn, subs ...*nats.Subscription) (*Drain, error) {
+	d, err := beginDrain(nc, subs)
+	if cerr := d.confirm(ctx); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return d, err
+}
+
+// beginDrain writes the UNSUBs. Listeners are registered before the drain starts so the
+// closing of a subscription that drains at once is not missed.
+func beginDrain(nc *nats.Conn, subs []*nats.Subscription) (*Drain, error) {
+	d := &Drain{nc: nc}
+	var errs []error
+	for _, s := range subs {
+		if s == nil {
+			continue
+		}
+		d.subs = append(d.subs, s)
+		d.closed = append(d.closed, s.StatusChanged(nats.SubscriptionClosed))
+		if err := s.Drain(); err != nil && !errors.Is(err, nats.ErrBadSubscription) {
+			errs = append(errs, fmt.Errorf("drain subscription %s: %w", s.Subject, err))
+		}
+	}
+	return d, errors.Join(errs...)
+}
+
+// confirm makes the round trip that proves the broker processed the UNSUBs written
+// before it.
+func (d *Drain) confirm(ctx context.Context) error {
+	if len(d.subs) == 0 {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, confirmTimeout)
+		defer cancel()
+	}
+	if err := d.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("the broker did not confirm the UNSUB of %s: %w", d.subjects(), err)
+	}
+	return nil
+}
+
+// Finished reports whether every subscription has handled everything it received (or
+// its connection is closed, which ends delivery too).
+func (d *Drain) Finished() bool {
+	if d.nc.IsClosed() {
+		return true
+	}
+	for _, s := range d.subs {
+		if s.IsValid() {
+			return false
+		}
+	}
+	return true
+}
+
+// Wait returns once every callback for a message delivered before the UNSUB has
+// returned, or with ctx's error.
+func (d *Drain) Wait(ctx context.Context) error {
+	var tick *time.Ticker
+	for i, ch := range d.closed {
+		for d.subs[i].IsValid() && !d.nc.IsClosed() {
+			if tick == nil {
+				tick = time.NewTicker(closedCheckInterval)
+				defer tick.Stop()
+			}
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					ch = nil // closed: IsValid is false now
+				}
+			case <-tick.C:
+			case <-ctx.Done():
+				return fmt.Errorf("subscription %s still handling received messages: %w", d.subs[i].Subject, ctx.Err())
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Drain) subjects() string {
+	names := make([]string, len(d.subs))
+	for i, s := range d.subs {
+		names[i] = s.Subject
+	}
+	return strings.Join(names, ", ")
+}
