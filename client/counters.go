@@ -17,7 +17,7 @@ type Counters struct {
 
 // Stats is a snapshot of Counters.
 type Stats struct {
-	// Calls is the number of Request calls.
+	// Calls is the number of Request calls; an Upload or a Download counts as one.
 	Calls uint64
 	// Retries is the number of attempts resent after "no responders" or a fenced engine.
 	Retries uint64

@@ -26,8 +26,33 @@
 // KeyValue and ObjectStorage are typed clients with the method sets of the engine's own
 // backends, so a client-role engine can hand them to its modules in place of a local
 // backend. KeyValue implements primaries/keyvalue.Store and ObjectStorage implements
-// primaries/objectstorage.Store, without importing primaries. ObjectStorage does not speak the transfer protocol yet, so it refuses an
-// object whose request does not fit one broker message.
+// primaries/objectstorage.Store, without importing primaries.
+//
+// # Large payloads
+//
+// A broker message is limited (its max payload, 1 MiB by default), so larger payloads
+// travel in other ways, up to the Transport's transfer limit (WithMaxTransferBytes,
+// 256 MiB by default):
+//
+//   - Parked replies. Every typed call carries the header Abi-Overflow: 1. An engine
+//     whose reply does not fit one message parks it and answers with where to read it
+//     (protocol.OverflowEnvelope); the Transport reads it chunk by chunk from the engine
+//     that parked it, closes the parked session and hands the body on as if it had
+//     arrived whole. Request does the same for any caller that sets the header.
+//   - Transfers (protocol/transfer.go). Upload and Download run one transfer session:
+//     open, write the data in chunks, start the operation, read its result, close. The
+//     client asks for the largest chunk that fits one message as base64, at most half
+//     the max payload, and uses what the engine grants. ObjectStorage.PutObject uploads
+//     an object whose request does not fit one message through the transfer operation
+//     "put"; GetObject falls back to the transfer operation "get" when the engine
+//     answers PAYLOAD_TOO_LARGE, and DownloadObject uses it directly.
+//
+// During a handover a transfer behaves like any call: the open is resent until the next
+// engine takes it. The session's own calls (write, start, read, close) go to the engine
+// that opened it and fail at once when it is gone, as do the reads of a parked reply;
+// the whole transfer then fails, and an error after the operation ran is not retryable.
+// A session is always closed, on errors too, with a fresh short context if the
+// caller's has ended.
 //
 // The Transport's Counters (calls, retries, give-ups, failures by code) feed the
 // engine's metrics.

@@ -3,7 +3,10 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -16,15 +19,18 @@ type ObjectMetadata = protocol.ObjectMetadata
 // the engine's object storage backends. Errors are *CallError values wrapping a
 // *protocol.Error; a missing object is protocol.ErrNotFound.
 //
-// An object whose request does not fit one broker message is refused with
-// PAYLOAD_TOO_LARGE before anything is sent; objects that large travel by the transfer
-// protocol, which this client does not speak yet.
+// Objects of any size up to the Transport's transfer limit (WithMaxTransferBytes) work:
+// PutObject sends an object whose request does not fit one broker message through the
+// transfer operation "put", and GetObject takes a reply the engine parked for being too
+// large, or downloads the object through the transfer operation "get" when the engine
+// could not park it.
 type ObjectStorage struct{ t *Transport }
 
 // NewObjectStorage returns an object_storage client over t.
 func NewObjectStorage(t *Transport) *ObjectStorage { return &ObjectStorage{t: t} }
 
-// PutObject stores content under prefix/key, replacing what was there.
+// PutObject stores content under prefix/key, replacing what was there. An object whose
+// put_object request does not fit one broker message goes by transfer (Transport.Upload).
 func (c *ObjectStorage) PutObject(ctx context.Context, prefix, key string, content []byte) error {
 	ctx, cancel := c.t.bound(ctx)
 	defer cancel()
@@ -36,26 +42,43 @@ func (c *ObjectStorage) PutObject(ctx context.Context, prefix, key string, conte
 		c.t.counters.calls.Add(1)
 		return c.t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode object %q/%q: %v", prefix, key, err), Cause: err})
 	}
-	// The one place where a large object would switch to a transfer.
-	if limit := c.t.MaxPayload(); limit > 0 && int64(len(body)) > limit {
-		c.t.counters.calls.Add(1)
-		return c.t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.PayloadTooLarge,
-			"object %q/%q of %d bytes encodes to %d bytes, more than the broker's max payload of %d bytes",
-			prefix, key, len(content), len(body), limit)})
+	msg := nats.Msg{Data: body, Header: overflowHeader()}
+	if limit := c.t.MaxPayload(); limit > 0 && int64(msg.Size()) > limit {
+		_, err := c.t.Upload(ctx, protocol.TransferPrefix(protocol.ObjectStorage), protocol.OpTransferPut, protocol.ObjectTransfer{Prefix: prefix, Key: key}, nonNil(content))
+		return err
 	}
 	return c.t.send(ctx, subject, body, nil)
 }
 
-// GetObject returns the content of prefix/key.
+// GetObject returns the content of prefix/key. A reply too large for one message
+// arrives parked and is fetched (Transport.Request); if the engine answers
+// PAYLOAD_TOO_LARGE instead (it could not park it), the object is downloaded by
+// transfer, as DownloadObject does.
 func (c *ObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
+	ctx, cancel := c.t.bound(ctx)
+	defer cancel()
 	var r protocol.GetObjectReply
 	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpGetObject, func(rc *protocol.RequestContext) any {
 		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix, Key: key}
 	}, &r)
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Err.Code == protocol.PayloadTooLarge && ce.Cause == nil {
+		// The engine refused to send it in one message: get_object only reads, so
+		// reading it again by transfer is safe. A refusal by this client's own limit
+		// (Cause errOverLimit) would only be repeated.
+		return c.DownloadObject(ctx, prefix, key)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return nonNil(r.Content), nil
+}
+
+// DownloadObject returns the content of prefix/key through the transfer operation
+// "get" (Transport.Download), whatever its size: for callers that know an object is too
+// large for one message, it saves GetObject's first attempt.
+func (c *ObjectStorage) DownloadObject(ctx context.Context, prefix, key string) ([]byte, error) {
+	return c.t.Download(ctx, protocol.TransferPrefix(protocol.ObjectStorage), protocol.OpTransferGet, protocol.ObjectTransfer{Prefix: prefix, Key: key})
 }
 
 // DeleteObject removes prefix/key.

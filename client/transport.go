@@ -31,6 +31,8 @@ type Transport struct {
 	policy   RetryPolicy
 	timeout  time.Duration
 	counters *Counters
+	// maxTransfer bounds a transfer and a parked reply (WithMaxTransferBytes).
+	maxTransfer int64
 }
 
 // Option configures a Transport.
@@ -56,7 +58,7 @@ func NewTransport(nc *nats.Conn, opts ...Option) (*Transport, error) {
 }
 
 func newTransport(c conn, opts ...Option) (*Transport, error) {
-	t := &Transport{conn: c, policy: DefaultRetryPolicy(), timeout: DefaultTimeout}
+	t := &Transport{conn: c, policy: DefaultRetryPolicy(), timeout: DefaultTimeout, maxTransfer: DefaultMaxTransferBytes}
 	for _, opt := range opts {
 		opt(t)
 	}
@@ -65,6 +67,9 @@ func newTransport(c conn, opts ...Option) (*Transport, error) {
 	}
 	if t.timeout <= 0 {
 		return nil, fmt.Errorf("client: default timeout %s must be positive", t.timeout)
+	}
+	if t.maxTransfer <= 0 {
+		return nil, fmt.Errorf("client: max transfer bytes %d must be positive", t.maxTransfer)
 	}
 	if t.counters == nil {
 		t.counters = NewCounters()
@@ -78,13 +83,16 @@ func (t *Transport) Counters() *Counters { return t.counters }
 // Policy is the transport's retry policy.
 func (t *Transport) Policy() RetryPolicy { return t.policy }
 
-// MaxPayload is the largest message the broker accepts, 0 while unknown (never
-// connected). A request body larger than this needs a transfer.
+// MaxPayload is the largest message the broker accepts (body and headers), 0 while
+// unknown (never connected). A request larger than this needs a transfer.
 func (t *Transport) MaxPayload() int64 { return t.conn.MaxPayload() }
 
 // Reply is a successful reply.
 type Reply struct {
-	Data   []byte
+	// Data is the reply's body; for a parked reply, the body fetched from the engine.
+	Data []byte
+	// Header is the reply's headers; a parked reply's are those of its announcement,
+	// without Abi-Overflow-Reply and Abi-Overflow-Size.
 	Header nats.Header
 	// Instance is the engine instance that answered (header Abi-Engine-Instance).
 	Instance string
@@ -98,6 +106,14 @@ type Reply struct {
 // sees "no responders" rather than a timeout. Other subjects fail at once. Every error is
 // a *CallError (see there for matching); an engine's error reply is never resent unless
 // it is UNAVAILABLE with retryable true (a fenced engine that ran nothing).
+//
+// A request whose headers carry protocol.HeaderOverflow "1" says the caller can take a
+// reply larger than one message: when the engine parks such a reply and answers with a
+// protocol.OverflowEnvelope, Request reads the parked body from the engine that holds it
+// (owner-scoped calls, never resent), checks its size, closes the parked session and
+// returns the body as if it had come in one message. A failure while fetching it is not
+// retryable: the operation has run. Without the header, an engine answers a reply that
+// large with PAYLOAD_TOO_LARGE.
 func (t *Transport) Request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*Reply, error) {
 	t.counters.calls.Add(1)
 	ctx, cancel := t.bound(ctx)
@@ -124,10 +140,18 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 		switch {
 		case err != nil:
 			ce = transportError(subject, err, window > 0, window.String())
-		case isErrorReply(m):
+		case acceptsOverflow(headers):
+			// A parked reply is fetched before anything else looks at it; its operation
+			// has run, so a failure to fetch it is never resent.
+			if m, ce = t.unpark(ctx, subject, m); ce != nil {
+				return nil, ce
+			}
+		}
+		if ce == nil {
+			if !isErrorReply(m) {
+				return &Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
+			}
 			ce = &CallError{Subject: subject, Instance: m.Header.Get(protocol.HeaderInstance), Err: decodeErrorReply(m)}
-		default:
-			return &Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
 		}
 		if window == 0 || !nobodyRan(ce) {
 			return nil, ce
@@ -199,8 +223,9 @@ func (t *Transport) call(ctx context.Context, service, op string, build func(*pr
 }
 
 // send is the second half of call, for callers that checked the encoded body first.
+// Every typed call says it can take a parked reply, so a reply of any size arrives.
 func (t *Transport) send(ctx context.Context, subject string, body []byte, out any) error {
-	reply, err := t.Request(ctx, subject, body, nil)
+	reply, err := t.Request(ctx, subject, body, overflowHeader())
 	if err != nil {
 		return err
 	}
@@ -222,4 +247,10 @@ func (t *Transport) send(ctx context.Context, subject string, body []byte, out a
 func (t *Transport) failed(ce *CallError) error {
 	t.counters.fail(ce.Err.Code)
 	return ce
+}
+
+// overflowHeader is the header of a request whose caller can take a parked reply; a
+// fresh map per call, as headers are mutable.
+func overflowHeader() nats.Header {
+	return nats.Header{protocol.HeaderOverflow: []string{"1"}}
 }

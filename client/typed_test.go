@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -419,36 +418,6 @@ func TestObjectStorageClient(t *testing.T) {
 	keys, err = objs.ListObjects(ctx, "p")
 	if err != nil || !slices.Equal(keys, []string{"b"}) {
 		t.Fatalf("ListObjects after delete = %v, %v; want [b]", keys, err)
-	}
-}
-
-func TestObjectTooLargeForOneMessageIsRefusedBeforeSending(t *testing.T) {
-	const limit = 16 << 10
-	cn, en := broker(t, natstest.WithMaxPayload(limit))
-	e := startMemEngine(t, en)
-	tr := transport(t, cn)
-	objs := NewObjectStorage(tr)
-	ctx := withTimeout(t, 10*time.Second)
-
-	// 12 KiB fits as bytes but not as base64 in JSON.
-	err := objs.PutObject(ctx, "p", "big", make([]byte, 12<<10))
-	var perr *protocol.Error
-	if !errors.As(err, &perr) || perr.Code != protocol.PayloadTooLarge || perr.Retryable {
-		t.Fatalf("PutObject: %v, want PAYLOAD_TOO_LARGE", err)
-	}
-	for _, s := range []string{`"p"/"big"`, "12288 bytes", "16384"} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not name %s", err, s)
-		}
-	}
-	if n := e.calls.Load(); n != 0 {
-		t.Fatalf("the engine got %d calls, want none", n)
-	}
-	if err := objs.PutObject(ctx, "p", "small", make([]byte, 8<<10)); err != nil {
-		t.Fatalf("PutObject that fits: %v", err)
-	}
-	if st := tr.Counters().Snapshot(); st.Calls != 2 || st.Failures[protocol.PayloadTooLarge] != 1 {
-		t.Fatalf("stats = %+v", st)
 	}
 }
 

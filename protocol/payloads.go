@@ -104,6 +104,19 @@ type ObjectMetadataReply struct {
 	ModifiedAt string `json:"modified_at"`
 }
 
+// The object_storage transfer operations (under TransferPrefix(ObjectStorage)), for
+// objects larger than one message, and their metadata.
+const (
+	OpTransferPut = "put"
+	OpTransferGet = "get"
+)
+
+// ObjectTransfer is the metadata of an object transfer: the object it reads or writes.
+type ObjectTransfer struct {
+	Prefix string `json:"prefix"`
+	Key    string `json:"key"`
+}
+
 // ObjectMetadata describes a stored object. Backends and the client SDK both return it,
 // so their method sets match.
 type ObjectMetadata struct {
