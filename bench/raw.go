@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/abi-engine/engine/protocol"
+)
+
+// Identity of RawNATS reports (Report.Config).
+const (
+	RawService  = "nats"
+	RawWorkload = "echo"
+)
+
+// rawQueue is the echo responder's queue group, the one micro services use.
+const rawQueue = "q"
+
+// drainWait bounds the wait for the echo responder's subscription to drain.
+const drainWait = 5 * time.Second
+
+// RawNATS measures plain NATS request/reply as Run measures an engine: cfg's
+// Concurrency, Duration or Count, PayloadBytes, Timeout and Seed, through nc, against
+// an echo responder on a fresh subject in queue group "q". RawNATS subscribes the
+// responder before the run and drains it after, on nc or on the connection given with
+// WithResponderConn. Every request carries a unique value, and a reply that does not
+// echo it counts as a mismatch. The options are Run's. Service, Workload, Keys,
+// KeyPrefix and Cleanup are ignored; the report names Service RawService and Workload
+// RawWorkload.
+func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Report, error) {
+	if nc == nil {
+		return nil, errors.New("bench: RawNATS needs a NATS connection, got nil")
+	}
+	if err := cfg.validateLoad(); err != nil {
+		return nil, err
+	}
+	o, err := buildOptions(true, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Service, cfg.Workload, cfg.Keys, cfg.KeyPrefix, cfg.Cleanup = RawService, RawWorkload, 0, "", false
+	if limit := nc.MaxPayload(); limit > 0 && int64(cfg.PayloadBytes) > limit {
+		return nil, fmt.Errorf("bench: payload_bytes %d is over the broker's max payload of %d bytes", cfg.PayloadBytes, limit)
+	}
+	rc := nc
+	if o.responder != nil {
+		rc = o.responder
+	}
+	subject := "_bench.echo." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
+	sub, err := rc.QueueSubscribe(subject, rawQueue, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return nil, fmt.Errorf("bench: subscribe the echo responder on %s: %w", subject, err)
+	}
+	closedCh := sub.StatusChanged(nats.SubscriptionClosed)
+	defer func() {
+		// Drain answers what the responder has received, so no request of a cancelled
+		// run is left behind; then its goroutine ends.
+		if err := sub.Drain(); err == nil {
+			select {
+			case <-closedCh:
+			case <-time.After(drainWait):
+			}
+		}
+	}()
+	// The subscription must reach the server before the first request, or that one
+	// finds no responders.
+	fctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	err = rc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("bench: flush the echo responder's subscription: %w", err)
+	}
+	rep := measure(ctx, cfg, o, func(id int, l *loop) {
+		rng := workerRand(cfg.Seed, id)
+		buf := filler(rng, cfg.PayloadBytes)
+		var seq uint64
+		for l.next() {
+			seq++
+			putTag(buf, uint64(id+1)<<40|seq&(1<<40-1))
+			o.recorder.Record(echo(l.ctx, nc, subject, id, buf, cfg.Timeout))
+		}
+	})
+	rep.History = o.recorder.History()
+	return rep, nil
+}
+
+// echo makes one request and checks that the reply is the request.
+func echo(ctx context.Context, nc *nats.Conn, subject string, worker int, value []byte, timeout time.Duration) Op {
+	op := Op{Worker: worker, Kind: KindEcho, Key: subject, Input: ValueHash(value)}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	op.Invoke = time.Now()
+	m, err := nc.RequestWithContext(cctx, subject, value)
+	op.Complete = time.Now()
+	if err != nil {
+		op.Code, op.Err, op.Indefinite = rawCode(err), err.Error(), !errors.Is(err, nats.ErrNoResponders)
+		op.Interrupted = ctx.Err() != nil
+		return op
+	}
+	op.Found, op.Output = true, ValueHash(m.Data)
+	op.Mismatch = !bytes.Equal(m.Data, value)
+	return op
+}
+
+// rawCode maps a nats.go request error to the code the client SDK would give it.
+func rawCode(err error) protocol.Code {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected):
+		return protocol.Unavailable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return protocol.DeadlineExceeded
+	case errors.Is(err, nats.ErrMaxPayload):
+		return protocol.PayloadTooLarge
+	default:
+		return protocol.Internal
+	}
+}

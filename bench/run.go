@@ -1,0 +1,453 @@
+package bench
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// Run drives cfg's workload through tr and reports on it. It owns its workers and its
+// progress goroutine and returns once they have ended. Workers stop issuing calls at
+// cfg.Count operations, after cfg.Duration, or when StopOn's channel closes, and the
+// calls in flight complete. When ctx ends, the calls in flight are cancelled and count
+// as Interrupted. Every way of stopping is a normal end: Report.StoppedBy says which one
+// it was.
+//
+// Before the run, the "get" workloads seed the key space, and a failure there is
+// Run's error. After it, cfg.Cleanup deletes the key space even when ctx has ended, each
+// call bounded by cfg.Timeout. A failed cleanup returns the report together with an
+// error. The report's aggregates cover the measured run only; its History (unless
+// WithoutHistory) holds the seeding and cleanup calls too, marked Setup.
+//
+// The report is of what the Recorder holds. A Recorder shared through WithRecorder
+// with earlier runs therefore reports them too.
+func Run(ctx context.Context, tr *client.Transport, cfg Config, opts ...Option) (*Report, error) {
+	if tr == nil {
+		return nil, errors.New("bench: Run needs a client.Transport, got nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o, err := buildOptions(false, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "bench-" + randomID()
+	}
+	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes)}
+	if err := d.checkPayload(); err != nil {
+		return nil, err
+	}
+	if cfg.seeded() {
+		d.seeds = make([]uint64, cfg.Keys)
+		if err := d.phase(ctx, d.seed); err != nil {
+			return nil, fmt.Errorf("bench: seeding %d keys under %q: %w", cfg.Keys, cfg.KeyPrefix, err)
+		}
+	}
+	rep := measure(ctx, cfg, o, d.work)
+	var cleanupErr error
+	if cfg.Cleanup {
+		// Keys left behind would stay in the engine's store for good, so cleanup runs
+		// even after ctx ended; cfg.Timeout bounds each call and a failure ends it.
+		if err := d.phase(context.WithoutCancel(ctx), d.remove); err != nil {
+			cleanupErr = fmt.Errorf("bench: cleanup of %d keys under %q: %w", cfg.Keys, cfg.KeyPrefix, err)
+		}
+	}
+	rep.History = o.recorder.History()
+	return rep, cleanupErr
+}
+
+// driver issues the calls of one Run.
+type driver struct {
+	tr  *client.Transport
+	cfg Config
+	rec *Recorder
+	// seeds holds the ValueHash of every seeded key's value (workload "get"); each
+	// seeding goroutine writes its own indexes, and workers read it after seeding.
+	seeds []uint64
+	// pad is the filler after the tag of seeded values.
+	pad []byte
+}
+
+// work is one worker of the measured run.
+func (d *driver) work(id int, l *loop) {
+	w := &worker{d: d, id: id, rng: workerRand(d.cfg.Seed, id)}
+	w.buf = filler(w.rng, d.cfg.PayloadBytes)
+	switch d.cfg.Workload {
+	case WorkloadSetGet, WorkloadPutGet:
+		w.writeRead(l)
+	case WorkloadGet:
+		for l.next() {
+			idx := w.rng.IntN(d.cfg.Keys)
+			op := d.read(l.ctx, id, idx, false)
+			op.Mismatch = !op.Failed() && (!op.Found || op.Output != d.seeds[idx])
+			d.rec.Record(op)
+		}
+	case WorkloadSet, WorkloadPut:
+		for l.next() {
+			d.rec.Record(d.write(l.ctx, id, w.rng.IntN(d.cfg.Keys), w.value(), false))
+		}
+	case WorkloadMixed:
+		for l.next() {
+			idx := w.rng.IntN(d.cfg.Keys)
+			if w.rng.IntN(2) == 0 {
+				d.rec.Record(d.write(l.ctx, id, idx, w.value(), false))
+			} else {
+				d.rec.Record(d.read(l.ctx, id, idx, false))
+			}
+		}
+	}
+}
+
+type worker struct {
+	d   *driver
+	id  int
+	rng *rand.Rand
+	buf []byte // the value buffer: tag, then filler; reused, as a call copies it
+	seq uint64
+}
+
+// value makes the worker's next value, unique in the run: the tag holds the worker
+// (plus one, so it never equals a seeded value's tag) and a sequence number.
+func (w *worker) value() []byte {
+	w.seq++
+	putTag(w.buf, uint64(w.id+1)<<40|w.seq&(1<<40-1))
+	return w.buf
+}
+
+// writeRead is set-get and put-get: the worker cycles through the keys it owns (id,
+// id+Concurrency, ...), writes a fresh value to each and reads it back. An odd Count
+// leaves one write without its read.
+func (w *worker) writeRead(l *loop) {
+	d := w.d
+	var owned []int
+	for idx := w.id; idx < d.cfg.Keys; idx += d.cfg.Concurrency {
+		owned = append(owned, idx)
+	}
+	states := make([]expectation, len(owned))
+	for j := 0; ; j = (j + 1) % len(owned) {
+		// The pair is claimed at once, so Count splits evenly into writes and reads.
+		n := l.claim(2)
+		if n == 0 {
+			return
+		}
+		wr := d.write(l.ctx, w.id, owned[j], w.value(), false)
+		d.rec.Record(wr)
+		states[j].wrote(wr)
+		if n < 2 || l.halted() {
+			return
+		}
+		rd := d.read(l.ctx, w.id, owned[j], false)
+		rd.Mismatch = !rd.Failed() && !states[j].accepts(rd)
+		d.rec.Record(rd)
+	}
+}
+
+// maxPossible bounds the writes of unknown outcome an expectation remembers for one
+// key; past it, the key is no longer checked.
+const maxPossible = 16
+
+// expectation is what a read of a key its worker owns may return: the last
+// acknowledged write, or any write whose outcome stayed unknown (it may land at any
+// time). Before the first acknowledged write the key's state is unknown (left by an
+// earlier run, or absent), and so it is after too many unknown outcomes.
+type expectation struct {
+	known     bool
+	last      uint64
+	possible  []uint64
+	unchecked bool
+}
+
+func (e *expectation) wrote(op Op) {
+	switch {
+	case !op.Failed():
+		e.known, e.last = true, op.Input
+	case op.Indefinite:
+		e.possible = append(e.possible, op.Input)
+		if len(e.possible) > maxPossible {
+			e.unchecked, e.possible = true, nil
+		}
+	}
+}
+
+func (e *expectation) accepts(read Op) bool {
+	if !e.known || e.unchecked {
+		return true
+	}
+	return read.Found && (read.Output == e.last || slices.Contains(e.possible, read.Output))
+}
+
+// phase runs fn over the whole key space with up to Concurrency goroutines, which it
+// waits for, and returns the first error; after one, no new key is started.
+func (d *driver) phase(ctx context.Context, fn func(ctx context.Context, g, idx int, buf []byte) error) error {
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		once   sync.Once
+		first  error
+		wg     sync.WaitGroup
+	)
+	for g := range min(d.cfg.Concurrency, d.cfg.Keys) {
+		wg.Go(func() {
+			buf := slices.Clone(d.pad)
+			for !failed.Load() {
+				idx := int(next.Add(1) - 1)
+				if idx >= d.cfg.Keys {
+					return
+				}
+				if err := fn(ctx, g, idx, buf); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// seed writes key idx's seeded value: tag idx, worker bits 0.
+func (d *driver) seed(ctx context.Context, g, idx int, buf []byte) error {
+	putTag(buf, uint64(idx))
+	op := d.write(ctx, g, idx, buf, true)
+	d.rec.Record(op)
+	if op.Failed() {
+		return fmt.Errorf("key %q: %s", op.Key, op.Err)
+	}
+	d.seeds[idx] = op.Input
+	return nil
+}
+
+// remove deletes key idx; a missing object is fine (the run may not have reached it).
+func (d *driver) remove(ctx context.Context, g, idx int, _ []byte) error {
+	op := d.delete(ctx, g, idx)
+	d.rec.Record(op)
+	if op.Failed() {
+		return fmt.Errorf("key %q: %s", op.Key, op.Err)
+	}
+	return nil
+}
+
+// key is the keyvalue key of index idx, and the Op.Key of its object: objectKey(idx)
+// under the prefix cfg.KeyPrefix.
+func (d *driver) key(idx int) string { return d.cfg.KeyPrefix + "/" + objectKey(idx) }
+
+func objectKey(idx int) string { return strconv.Itoa(idx) }
+
+func (d *driver) isKV() bool { return d.cfg.Service == protocol.KeyValue }
+
+// write sets (keyvalue) or puts (object_storage) value under key idx.
+func (d *driver) write(ctx context.Context, worker, idx int, value []byte, setup bool) Op {
+	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Setup: setup}
+	if d.isKV() {
+		op.Kind = protocol.OpSet
+		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+			return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key, Value: value}
+		}, nil)
+		return op
+	}
+	op.Kind = protocol.OpPutObject
+	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+		return protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx), Content: value}
+	}, nil)
+	return op
+}
+
+// read gets key idx. A missing object (NOT_FOUND) is Found false, not an error.
+func (d *driver) read(ctx context.Context, worker, idx int, setup bool) Op {
+	op := Op{Worker: worker, Key: d.key(idx), Setup: setup}
+	if d.isKV() {
+		op.Kind = protocol.OpGet
+		var r protocol.KVGetReply
+		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+			return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key}
+		}, &r)
+		if !op.Failed() && r.Found {
+			op.Found, op.Output = true, ValueHash(r.Value)
+		}
+		return op
+	}
+	op.Kind = protocol.OpGetObject
+	var r protocol.GetObjectReply
+	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx)}
+	}, &r)
+	switch {
+	case op.Code == protocol.NotFound && !op.Indefinite:
+		op.Code, op.Err = "", ""
+	case !op.Failed():
+		op.Found, op.Output = true, ValueHash(r.Content)
+	}
+	return op
+}
+
+// delete removes key idx (cleanup).
+func (d *driver) delete(ctx context.Context, worker, idx int) Op {
+	op := Op{Worker: worker, Key: d.key(idx), Setup: true}
+	if d.isKV() {
+		op.Kind = protocol.OpDelete
+		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+			return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key}
+		}, nil)
+		return op
+	}
+	op.Kind = protocol.OpDeleteObject
+	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx)}
+	}, nil)
+	if op.Code == protocol.NotFound && !op.Indefinite {
+		op.Code, op.Err = "", ""
+	}
+	return op
+}
+
+// call sends op's request, built with the request's context member, and decodes the
+// reply into out (nil: the body is not needed). It fills op's times, instance and
+// error. The times include encoding and decoding, as a typed client's caller sees them.
+func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestContext) any, out any) {
+	service := protocol.ObjectStorage
+	if d.isKV() {
+		service = protocol.KeyValue
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	op.Invoke = time.Now()
+	defer func() { op.Complete = time.Now() }()
+	body, err := json.Marshal(build(requestContext(cctx)))
+	if err != nil {
+		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
+		return
+	}
+	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, overflowHeader())
+	if err != nil {
+		failure(op, err)
+		op.Interrupted = ctx.Err() != nil
+		return
+	}
+	op.Instance = reply.Instance
+	if out == nil {
+		return
+	}
+	if err := json.Unmarshal(reply.Data, out); err != nil {
+		// The engine answered, so the call ran; what it returned is unknown.
+		op.Code, op.Indefinite = protocol.Internal, true
+		op.Err = fmt.Sprintf("decode %s reply %.64q: %v", op.Kind, reply.Data, err)
+	}
+}
+
+// failure fills op from a Transport error.
+func failure(op *Op, err error) {
+	op.Err = err.Error()
+	var ce *client.CallError
+	if !errors.As(err, &ce) {
+		op.Code, op.Indefinite = protocol.CodeOf(err), true
+		return
+	}
+	op.Code, op.Instance, op.Indefinite = ce.Err.Code, ce.Instance, mayHaveRun(ce)
+}
+
+// mayHaveRun reports whether a failed call may still have taken effect. It certainly
+// did not when nobody received it, when it never left (too large, malformed), or when
+// an engine refused it before running it: a fenced engine's retryable UNAVAILABLE,
+// INVALID_ARGUMENT, NOT_FOUND, CONFLICT, PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED.
+func mayHaveRun(ce *client.CallError) bool {
+	if ce.Cause != nil {
+		if errors.Is(ce.Cause, nats.ErrNoResponders) {
+			return false
+		}
+		return ce.Err.Code != protocol.PayloadTooLarge && ce.Err.Code != protocol.InvalidArgument
+	}
+	switch ce.Err.Code {
+	case protocol.InvalidArgument, protocol.NotFound, protocol.Conflict, protocol.PayloadTooLarge, protocol.ResourceExhausted:
+		return false
+	case protocol.Unavailable:
+		return !ce.Err.Retryable
+	default:
+		return true
+	}
+}
+
+// checkPayload refuses a value that makes a write request larger than the broker takes
+// in one message: the driver's calls never go by transfer.
+func (d *driver) checkPayload() error {
+	limit := d.tr.MaxPayload()
+	if limit <= 0 {
+		return nil
+	}
+	value := make([]byte, d.cfg.PayloadBytes)
+	rc := &protocol.RequestContext{TimeoutMS: d.cfg.Timeout.Milliseconds()}
+	var req any = protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: d.key(d.cfg.Keys - 1), Value: value}
+	kind := protocol.OpSet
+	if !d.isKV() {
+		kind = protocol.OpPutObject
+		req = protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(d.cfg.Keys - 1), Content: value}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("bench: encode a %s request: %w", kind, err)
+	}
+	msg := nats.Msg{Data: body, Header: overflowHeader()}
+	if size := int64(msg.Size()); size > limit {
+		return fmt.Errorf("bench: payload_bytes %d makes a %s request of %d bytes, over the broker's max payload of %d bytes", d.cfg.PayloadBytes, kind, size, limit)
+	}
+	return nil
+}
+
+// requestContext is the request's "context" member: the time left before ctx's
+// deadline, as the typed clients send it.
+func requestContext(ctx context.Context) *protocol.RequestContext {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
+}
+
+// overflowHeader says the caller takes a parked reply, as every typed call does; a
+// fresh map per call, as the Transport may be handed headers concurrently.
+func overflowHeader() nats.Header { return nats.Header{protocol.HeaderOverflow: []string{"1"}} }
+
+// tagLen is the length of a value's tag.
+const tagLen = 16
+
+// putTag writes v as 16 lowercase hex digits at the start of b.
+func putTag(b []byte, v uint64) {
+	const digits = "0123456789abcdef"
+	for i := tagLen - 1; i >= 0; i-- {
+		b[i] = digits[v&0xf]
+		v >>= 4
+	}
+}
+
+// filler is n printable bytes from rng, to follow a tag.
+func filler(rng *rand.Rand, n int) []byte {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = letters[rng.IntN(len(letters))]
+	}
+	return b
+}
+
+// randomID names a run's keys when the Config gives no prefix.
+func randomID() string {
+	var b [4]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
