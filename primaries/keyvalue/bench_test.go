@@ -1,0 +1,107 @@
+package keyvalue_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/primaries/keyvalue/memory"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// requesters is how many callers run at once in the benchmarks.
+const requesters = 16
+
+// BenchmarkKeyValueGet measures keyvalue get over NATS with 16 concurrent requesters:
+// "raw" is a bare micro endpoint doing the same lookup in the same memory store (the
+// same JSON decoding and encoding, one call at a time as micro runs it), "primary" is
+// the ServicePrimary (worker hand-off, concurrency limit, call counting, lease check,
+// instance header). Compare their ops/s; the target is primary >= 85% of raw.
+func BenchmarkKeyValueGet(b *testing.B) {
+	value := []byte("a value of some thirty-two bytes")
+	newStore := func(b *testing.B) *memory.Store {
+		s := memory.New()
+		if err := s.Set(context.Background(), "bench-key", value, 0); err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	body, err := json.Marshal(protocol.KVKeyRequest{Key: "bench-key"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	subject := protocol.ServiceSubject(protocol.KeyValue, protocol.OpGet)
+
+	b.Run("raw", func(b *testing.B) {
+		srv := natstest.Start(b)
+		store := newStore(b)
+		svcConn := natstest.Connect(b, srv.URL())
+		svc, err := micro.AddService(svcConn, micro.Config{Name: protocol.KeyValue, Version: protocol.ServiceVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = svc.Stop() })
+		err = svc.AddEndpoint(protocol.OpGet, micro.HandlerFunc(func(req micro.Request) {
+			var r protocol.KVKeyRequest
+			if err := json.Unmarshal(req.Data(), &r); err != nil {
+				_ = req.Error("400", err.Error(), nil)
+				return
+			}
+			v, found, err := store.Get(context.Background(), r.Key)
+			if err != nil {
+				_ = req.Error("500", err.Error(), nil)
+				return
+			}
+			_ = req.RespondJSON(protocol.KVGetReply{Found: found, Value: v})
+		}), micro.WithEndpointSubject(subject))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Like the primary's Serve: the subscription is confirmed before anyone calls.
+		if err := svcConn.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		runGets(b, natstest.Connect(b, srv.URL()), subject, body)
+	})
+
+	b.Run("primary", func(b *testing.B) {
+		runGets(b, servePrimary(b, newStore(b)), subject, body)
+	})
+}
+
+// runGets sends b.N gets from requesters goroutines and reports ops/s.
+func runGets(b *testing.B, nc *nats.Conn, subject string, body []byte) {
+	b.Helper()
+	if _, err := nc.Request(subject, body, callTimeout); err != nil { // warm up, and prove it serves
+		b.Fatal(err)
+	}
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range requesters {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				m, err := nc.Request(subject, body, callTimeout)
+				if err != nil || m.Header.Get(protocol.HeaderErrorCode) != "" || m.Header.Get(micro.ErrorCodeHeader) != "" {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := failed.Load(); n != 0 {
+		b.Fatalf("%d of %d gets failed", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+}

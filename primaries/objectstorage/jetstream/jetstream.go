@@ -1,0 +1,218 @@
+// Package jetstream is the object_storage backend on a JetStream object store, shared
+// by every engine on the account. The object store chunks objects itself, so an object
+// may be larger than one NATS message (the wire carries such objects by transfers).
+//
+// An object's name in the bucket is "<prefix>/<key>" ("<key>" at the top level); as a
+// key holds no "/", the split is unambiguous.
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/abi-engine/engine/primaries/internal/jsread"
+	"github.com/abi-engine/engine/primaries/objectstorage"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// DefaultBucket is the bucket a Config without one uses.
+const DefaultBucket = "ABI_OBJECTS"
+
+// maxReadAttempts bounds the reads of an object that keeps being overwritten while it
+// is read (see read).
+const maxReadAttempts = 5
+
+// Config names the bucket and how it is kept.
+type Config struct {
+	// Bucket is the object store bucket; empty means DefaultBucket.
+	Bucket string
+	// Replicas is the bucket's replication factor; 0 means 1.
+	Replicas int
+	// Storage is where the server keeps the bucket; the zero value is file storage.
+	Storage js.StorageType
+}
+
+// Store is an objectstorage.Store on a JetStream object store.
+type Store struct {
+	obs    js.ObjectStore
+	bucket string
+}
+
+var _ objectstorage.Store = (*Store)(nil)
+
+// New creates the bucket if it does not exist and returns a store on it. An existing
+// bucket keeps its configuration, except that reads are answered by the stream leader.
+func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBucket
+	}
+	_, err := j.ObjectStore(ctx, cfg.Bucket)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		_, err = j.CreateObjectStore(ctx, js.ObjectStoreConfig{
+			Bucket:      cfg.Bucket,
+			Description: "abi-engine object_storage service",
+			Replicas:    cfg.Replicas,
+			Storage:     cfg.Storage,
+		})
+		if errors.Is(err, js.ErrBucketExists) {
+			err = nil // another engine created it first
+		}
+	}
+	if err == nil {
+		// Reads from the stream leader only: see package jsread.
+		err = jsread.LeaderOnly(ctx, j, "OBJ_"+cfg.Bucket)
+	}
+	var obs js.ObjectStore
+	if err == nil {
+		obs, err = j.ObjectStore(ctx, cfg.Bucket)
+	}
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
+	}
+	return &Store{obs: obs, bucket: cfg.Bucket}, nil
+}
+
+// LocalStorage is empty: the bucket is on the NATS servers, which every engine reaches.
+// (An engine that hosts the embedded broker keeps it on this host; the configuration
+// says so, not the store.)
+func (s *Store) LocalStorage() string { return "" }
+
+func name(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "/" + key
+}
+
+func (s *Store) wireError(op, prefix, key string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, js.ErrObjectNotFound):
+		return objectstorage.NotFound(prefix, key)
+	default:
+		return protocol.Errorf(protocol.Unavailable, "object storage %s %.64q under %.64q: JetStream bucket %s: %v", op, key, prefix, s.bucket, err)
+	}
+}
+
+// PutObject stores content, replacing any previous object of that name.
+func (s *Store) PutObject(ctx context.Context, prefix, key string, content []byte) error {
+	if err := objectstorage.CheckName(prefix, key); err != nil {
+		return err
+	}
+	if _, err := s.obs.PutBytes(ctx, name(prefix, key), content); err != nil {
+		return s.wireError("put", prefix, key, err)
+	}
+	return nil
+}
+
+// GetObject returns the object's content.
+func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
+	if err := objectstorage.CheckName(prefix, key); err != nil {
+		return nil, err
+	}
+	var err error
+	for range maxReadAttempts {
+		var content []byte
+		var overwritten bool
+		content, overwritten, err = s.read(ctx, name(prefix, key))
+		switch {
+		case err == nil:
+			return content, nil
+		case !overwritten:
+			return nil, s.wireError("get", prefix, key, err)
+		}
+	}
+	return nil, s.wireError("get", prefix, key, err)
+}
+
+// read reads an object once. The object store replaces an object by writing new
+// chunks, then its metadata, then purging the old chunks, so a read that fetched the old
+// metadata can wait for chunks that are gone, and nats.go cannot interrupt that wait
+// before its context's deadline. So each read gets a deadline of its own, generous for
+// the object's size; when it fails and the object has changed meanwhile, overwritten
+// says so and the caller reads again.
+func (s *Store) read(ctx context.Context, name string) (content []byte, overwritten bool, err error) {
+	info, err := s.obs.GetInfo(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	if info.Size == 0 {
+		return []byte{}, false, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, readTimeout(info.Size))
+	content, err = s.obs.GetBytes(actx, name)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return content, false, err
+	}
+	cur, ierr := s.obs.GetInfo(ctx, name)
+	if ierr != nil {
+		return nil, false, ierr // a delete meanwhile is NOT_FOUND
+	}
+	return nil, cur.NUID != info.NUID, err
+}
+
+// readTimeout is how long one read of an object of size bytes may take: a second, plus
+// a second per MiB (far slower than any broker this runs against).
+func readTimeout(size uint64) time.Duration {
+	return time.Second + time.Duration(size>>20)*time.Second
+}
+
+// GetObjectMetadata returns the object's size and modification time.
+func (s *Store) GetObjectMetadata(ctx context.Context, prefix, key string) (objectstorage.Metadata, error) {
+	if err := objectstorage.CheckName(prefix, key); err != nil {
+		return objectstorage.Metadata{}, err
+	}
+	info, err := s.obs.GetInfo(ctx, name(prefix, key))
+	if err != nil {
+		return objectstorage.Metadata{}, s.wireError("get_object_metadata", prefix, key, err)
+	}
+	return objectstorage.Metadata{Size: int64(info.Size), ModifiedAt: info.ModTime.UTC()}, nil
+}
+
+// DeleteObject removes the object.
+func (s *Store) DeleteObject(ctx context.Context, prefix, key string) error {
+	if err := objectstorage.CheckName(prefix, key); err != nil {
+		return err
+	}
+	// The object store's Delete succeeds on an object already deleted; the contract
+	// says NOT_FOUND, so look first.
+	if _, err := s.obs.GetInfo(ctx, name(prefix, key)); err != nil {
+		return s.wireError("delete", prefix, key, err)
+	}
+	if err := s.obs.Delete(ctx, name(prefix, key)); err != nil {
+		return s.wireError("delete", prefix, key, err)
+	}
+	return nil
+}
+
+// ListObjects returns the sorted keys directly under prefix. The object store lists
+// every object of the bucket, so this costs one pass over all of them.
+func (s *Store) ListObjects(ctx context.Context, prefix string) ([]string, error) {
+	if err := objectstorage.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	infos, err := s.obs.List(ctx)
+	if errors.Is(err, js.ErrNoObjectsFound) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Unavailable, "object storage list %.64q: JetStream bucket %s: %v", prefix, s.bucket, err)
+	}
+	keys := []string{}
+	for _, info := range infos {
+		dir, key := path.Split(info.Name)
+		if strings.TrimSuffix(dir, "/") == prefix {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}

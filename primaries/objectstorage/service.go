@@ -1,0 +1,136 @@
+package objectstorage
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/abi-engine/engine/primaries"
+	"github.com/abi-engine/engine/protocol"
+	"github.com/abi-engine/engine/sessions"
+)
+
+// Service maps the object_storage operations of design §4.3 onto store. Names are
+// checked before they reach the store: a bad prefix or key is INVALID_ARGUMENT saying
+// what was wrong.
+func Service(store Store) primaries.Service {
+	h := handler{store: store}
+	return primaries.Service{
+		Name:        protocol.ObjectStorage,
+		Description: "abi-engine object_storage: objects by prefix and key",
+		Operations: map[string]primaries.Operation{
+			protocol.OpPutObject:         primaries.Handle(h.put),
+			protocol.OpGetObject:         primaries.Handle(h.get),
+			protocol.OpDeleteObject:      primaries.Handle(h.delete),
+			protocol.OpListObjects:       primaries.Handle(h.list),
+			protocol.OpGetObjectMetadata: primaries.Handle(h.metadata),
+		},
+	}
+}
+
+type handler struct{ store Store }
+
+func (h handler) put(ctx context.Context, r *protocol.PutObjectRequest) (protocol.Empty, error) {
+	if err := CheckName(r.Prefix, r.Key); err != nil {
+		return protocol.Empty{}, err
+	}
+	content := r.Content
+	if content == nil {
+		content = []byte{}
+	}
+	return protocol.Empty{}, h.store.PutObject(ctx, r.Prefix, r.Key, content)
+}
+
+func (h handler) get(ctx context.Context, r *protocol.ObjectRequest) (protocol.GetObjectReply, error) {
+	if err := CheckName(r.Prefix, r.Key); err != nil {
+		return protocol.GetObjectReply{}, err
+	}
+	content, err := h.store.GetObject(ctx, r.Prefix, r.Key)
+	if err == nil && content == nil {
+		content = []byte{} // an empty object travels as "", not null
+	}
+	return protocol.GetObjectReply{Content: content}, err
+}
+
+func (h handler) delete(ctx context.Context, r *protocol.ObjectRequest) (protocol.Empty, error) {
+	if err := CheckName(r.Prefix, r.Key); err != nil {
+		return protocol.Empty{}, err
+	}
+	return protocol.Empty{}, h.store.DeleteObject(ctx, r.Prefix, r.Key)
+}
+
+func (h handler) list(ctx context.Context, r *protocol.ListObjectsRequest) (protocol.ListObjectsReply, error) {
+	if err := CheckPrefix(r.Prefix); err != nil {
+		return protocol.ListObjectsReply{}, err
+	}
+	keys, err := h.store.ListObjects(ctx, r.Prefix)
+	if keys == nil {
+		keys = []string{} // no objects travels as [], not null
+	}
+	return protocol.ListObjectsReply{Keys: keys}, err
+}
+
+func (h handler) metadata(ctx context.Context, r *protocol.ObjectRequest) (protocol.ObjectMetadataReply, error) {
+	if err := CheckName(r.Prefix, r.Key); err != nil {
+		return protocol.ObjectMetadataReply{}, err
+	}
+	md, err := h.store.GetObjectMetadata(ctx, r.Prefix, r.Key)
+	if err != nil {
+		return protocol.ObjectMetadataReply{}, err
+	}
+	return protocol.ObjectMetadataReply{Size: md.Size, ModifiedAt: md.ModifiedAt.UTC().Format(time.RFC3339Nano)}, nil
+}
+
+// Transfers are the transfer operations for objects larger than one message, served
+// by a sessions.TransferHost on protocol.TransferPrefix(protocol.ObjectStorage):
+// protocol.OpTransferPut stores the session's upload as the object, protocol.OpTransferGet
+// returns the object for the session's reads. The metadata of both is a
+// protocol.ObjectTransfer naming the object.
+func Transfers(store Store) map[string]sessions.Handler {
+	return map[string]sessions.Handler{
+		protocol.OpTransferPut: func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
+			md, err := decodeMetadata(req.Metadata)
+			if err != nil {
+				return nil, err
+			}
+			content := req.Upload
+			if content == nil {
+				content = []byte{}
+			}
+			return nil, store.PutObject(ctx, md.Prefix, md.Key, content)
+		},
+		protocol.OpTransferGet: func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
+			md, err := decodeMetadata(req.Metadata)
+			if err != nil {
+				return nil, err
+			}
+			return store.GetObject(ctx, md.Prefix, md.Key)
+		},
+	}
+}
+
+func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
+	var md protocol.ObjectTransfer
+	if len(raw) == 0 {
+		return md, protocol.Errorf(protocol.InvalidArgument, `the transfer's metadata must name the object: {"prefix": ..., "key": ...}`)
+	}
+	if err := primaries.Decode(raw, &md); err != nil {
+		return md, err
+	}
+	return md, CheckName(md.Prefix, md.Key)
+}
+
+// NewTransferHost builds the object_storage transfer host over store for the engine
+// instance owner, with the sessions package's default limits; log receives what the
+// host logs (nil discards). Spawn and serve it like any sessions.TransferHost.
+func NewTransferHost(nc *nats.Conn, store Store, owner string, log *slog.Logger) (*sessions.TransferHost, error) {
+	return sessions.NewTransferHost(nc, sessions.TransferConfig{
+		Prefix:   protocol.TransferPrefix(protocol.ObjectStorage),
+		Owner:    owner,
+		Handlers: Transfers(store),
+		Logger:   log,
+	})
+}
