@@ -17,6 +17,9 @@ func NewKeyValue(t *Transport) *KeyValue { return &KeyValue{t: t} }
 
 // Get returns the value of key; a missing key is found=false, not an error.
 func (c *KeyValue) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := c.t.checkNames(protocol.KeyValue, protocol.OpGet, "key", key); err != nil {
+		return nil, false, err
+	}
 	var r protocol.KVGetReply
 	err := c.t.call(ctx, protocol.KeyValue, protocol.OpGet, func(rc *protocol.RequestContext) any {
 		return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: key}
@@ -32,6 +35,9 @@ func (c *KeyValue) Get(ctx context.Context, key string) ([]byte, bool, error) {
 
 // Set stores value under key; ttl 0 means no expiry.
 func (c *KeyValue) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := c.t.checkNames(protocol.KeyValue, protocol.OpSet, "key", key); err != nil {
+		return err
+	}
 	return c.t.call(ctx, protocol.KeyValue, protocol.OpSet, func(rc *protocol.RequestContext) any {
 		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: nonNil(value), TTLSeconds: ttl.Seconds()}
 	}, nil)
@@ -39,6 +45,9 @@ func (c *KeyValue) Set(ctx context.Context, key string, value []byte, ttl time.D
 
 // SetIfNotExists stores value only if key is absent and reports whether it did.
 func (c *KeyValue) SetIfNotExists(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if err := c.t.checkNames(protocol.KeyValue, protocol.OpSetIfNotExists, "key", key); err != nil {
+		return false, err
+	}
 	var r protocol.KVSetReply
 	err := c.t.call(ctx, protocol.KeyValue, protocol.OpSetIfNotExists, func(rc *protocol.RequestContext) any {
 		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: nonNil(value), TTLSeconds: ttl.Seconds()}
@@ -48,6 +57,9 @@ func (c *KeyValue) SetIfNotExists(ctx context.Context, key string, value []byte,
 
 // Delete removes key and reports whether it existed.
 func (c *KeyValue) Delete(ctx context.Context, key string) (bool, error) {
+	if err := c.t.checkNames(protocol.KeyValue, protocol.OpDelete, "key", key); err != nil {
+		return false, err
+	}
 	var r protocol.KVDeleteReply
 	err := c.t.call(ctx, protocol.KeyValue, protocol.OpDelete, func(rc *protocol.RequestContext) any {
 		return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: key}
@@ -57,6 +69,9 @@ func (c *KeyValue) Delete(ctx context.Context, key string) (bool, error) {
 
 // DeleteIfValueMatches removes key only if it holds value and reports whether it did.
 func (c *KeyValue) DeleteIfValueMatches(ctx context.Context, key string, value []byte) (bool, error) {
+	if err := c.t.checkNames(protocol.KeyValue, protocol.OpDeleteIfValueMatches, "key", key); err != nil {
+		return false, err
+	}
 	var r protocol.KVDeleteReply
 	err := c.t.call(ctx, protocol.KeyValue, protocol.OpDeleteIfValueMatches, func(rc *protocol.RequestContext) any {
 		return protocol.KVValueRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: nonNil(value)}
@@ -66,6 +81,9 @@ func (c *KeyValue) DeleteIfValueMatches(ctx context.Context, key string, value [
 
 // Exists reports whether key holds a value.
 func (c *KeyValue) Exists(ctx context.Context, key string) (bool, error) {
+	if err := c.t.checkNames(protocol.KeyValue, protocol.OpExists, "key", key); err != nil {
+		return false, err
+	}
 	var r protocol.KVExistsReply
 	err := c.t.call(ctx, protocol.KeyValue, protocol.OpExists, func(rc *protocol.RequestContext) any {
 		return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: key}

@@ -32,6 +32,9 @@ func NewObjectStorage(t *Transport) *ObjectStorage { return &ObjectStorage{t: t}
 // PutObject stores content under prefix/key, replacing what was there. An object whose
 // put_object request does not fit one broker message goes by transfer (Transport.Upload).
 func (c *ObjectStorage) PutObject(ctx context.Context, prefix, key string, content []byte) error {
+	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpPutObject, "prefix", prefix, "key", key); err != nil {
+		return err
+	}
 	ctx, cancel := c.t.bound(ctx)
 	defer cancel()
 	subject := protocol.ServiceSubject(protocol.ObjectStorage, protocol.OpPutObject)
@@ -55,6 +58,9 @@ func (c *ObjectStorage) PutObject(ctx context.Context, prefix, key string, conte
 // PAYLOAD_TOO_LARGE instead (it could not park it), the object is downloaded by
 // transfer, as DownloadObject does.
 func (c *ObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
+	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpGetObject, "prefix", prefix, "key", key); err != nil {
+		return nil, err
+	}
 	ctx, cancel := c.t.bound(ctx)
 	defer cancel()
 	var r protocol.GetObjectReply
@@ -78,11 +84,17 @@ func (c *ObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]by
 // "get" (Transport.Download), whatever its size: for callers that know an object is too
 // large for one message, it saves GetObject's first attempt.
 func (c *ObjectStorage) DownloadObject(ctx context.Context, prefix, key string) ([]byte, error) {
+	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpGetObject, "prefix", prefix, "key", key); err != nil {
+		return nil, err
+	}
 	return c.t.Download(ctx, protocol.TransferPrefix(protocol.ObjectStorage), protocol.OpTransferGet, protocol.ObjectTransfer{Prefix: prefix, Key: key})
 }
 
 // DeleteObject removes prefix/key.
 func (c *ObjectStorage) DeleteObject(ctx context.Context, prefix, key string) error {
+	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpDeleteObject, "prefix", prefix, "key", key); err != nil {
+		return err
+	}
 	return c.t.call(ctx, protocol.ObjectStorage, protocol.OpDeleteObject, func(rc *protocol.RequestContext) any {
 		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix, Key: key}
 	}, nil)
@@ -90,6 +102,9 @@ func (c *ObjectStorage) DeleteObject(ctx context.Context, prefix, key string) er
 
 // ListObjects returns the keys stored under prefix.
 func (c *ObjectStorage) ListObjects(ctx context.Context, prefix string) ([]string, error) {
+	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpListObjects, "prefix", prefix); err != nil {
+		return nil, err
+	}
 	var r protocol.ListObjectsReply
 	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpListObjects, func(rc *protocol.RequestContext) any {
 		return protocol.ListObjectsRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix}
@@ -105,6 +120,9 @@ func (c *ObjectStorage) ListObjects(ctx context.Context, prefix string) ([]strin
 
 // GetObjectMetadata returns the size and modification time of prefix/key.
 func (c *ObjectStorage) GetObjectMetadata(ctx context.Context, prefix, key string) (ObjectMetadata, error) {
+	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpGetObjectMetadata, "prefix", prefix, "key", key); err != nil {
+		return ObjectMetadata{}, err
+	}
 	var r protocol.ObjectMetadataReply
 	subject := protocol.ServiceSubject(protocol.ObjectStorage, protocol.OpGetObjectMetadata)
 	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpGetObjectMetadata, func(rc *protocol.RequestContext) any {

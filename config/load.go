@@ -29,6 +29,10 @@ func RoleFlag(role string) Override { return Override{"--role", keyRole, role} }
 // NATSURLFlag is --nats: nats.url ("" starts the embedded server).
 func NATSURLFlag(url string) Override { return Override{"--nats", keyNATSURL, url} }
 
+// RolloutFlag is --rollout: nats.engine.rollout_id (config check's stand-in for
+// ABI_ROLLOUT_ID).
+func RolloutFlag(id string) Override { return Override{"--rollout", keyRolloutID, id} }
+
 // HTTPListenFlag is --http: http.listen ("" turns HTTP off).
 func HTTPListenFlag(addr string) Override { return Override{"--http", keyHTTPListen, addr} }
 
