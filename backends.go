@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/primaries/keyvalue"
+	kvbolt "github.com/abi-engine/engine/primaries/keyvalue/bbolt"
+	kvjs "github.com/abi-engine/engine/primaries/keyvalue/jetstream"
+	kvmem "github.com/abi-engine/engine/primaries/keyvalue/memory"
+	kvpg "github.com/abi-engine/engine/primaries/keyvalue/postgres"
+	"github.com/abi-engine/engine/primaries/objectstorage"
+	objfs "github.com/abi-engine/engine/primaries/objectstorage/fs"
+	objjs "github.com/abi-engine/engine/primaries/objectstorage/jetstream"
+	objmem "github.com/abi-engine/engine/primaries/objectstorage/memory"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+)
+
+func nothingToClose() error { return nil }
+
+// openKeyValue opens the configured keyvalue backend.
+func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyvalue.Store, func() error, error) {
+	kc := cfg.Services.KeyValue
+	switch kc.Adapter {
+	case config.KeyValueMemory:
+		return kvmem.New(), nothingToClose, nil
+	case config.KeyValueBolt:
+		s, err := kvbolt.Open(kc.Path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.keyvalue (bbolt at %s): %w", kc.Path, err)
+		}
+		return s, s.Close, nil
+	case config.KeyValueJetStream:
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.keyvalue (jetstream): %w", err)
+		}
+		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.NATS.Engine.LeaseReplicas})
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.keyvalue: %w", err)
+		}
+		return s, nothingToClose, nil
+	case config.KeyValuePostgres:
+		s, err := kvpg.Open(ctx, kc.DSN, kvpg.Config{Table: kc.Table})
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.keyvalue (postgres): %w", err)
+		}
+		return s, func() error { s.Close(); return nil }, nil
+	}
+	return nil, nil, fmt.Errorf("engine: services.keyvalue.adapter %q is not known", kc.Adapter)
+}
+
+// openObjectStorage opens the configured object_storage backend.
+func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn) (objectstorage.Store, func() error, error) {
+	oc := cfg.Services.ObjectStorage
+	switch oc.Adapter {
+	case config.ObjectStorageMemory:
+		return objmem.New(), nothingToClose, nil
+	case config.ObjectStorageFS:
+		s, err := objfs.New(oc.Root)
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.object_storage (files under %s): %w", oc.Root, err)
+		}
+		return s, nothingToClose, nil
+	case config.ObjectStorageJetStream:
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.object_storage (jetstream): %w", err)
+		}
+		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.NATS.Engine.LeaseReplicas})
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: services.object_storage: %w", err)
+		}
+		return s, nothingToClose, nil
+	}
+	return nil, nil, fmt.Errorf("engine: services.object_storage.adapter %q is not known", oc.Adapter)
+}
+
+// slogOf lets the packages that log through log/slog log through the engine's zap logger.
+func slogOf(log *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(log.Core()))
+}

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (design §4.5).
+type metrics struct {
+	e *Engine
+
+	renewals       *prometheus.CounterVec
+	fences         prometheus.Counter
+	takeovers      prometheus.Counter
+	leaseEvents    *prometheus.CounterVec
+	requests       *prometheus.CounterVec
+	requestSeconds *prometheus.HistogramVec
+	handover       *prometheus.GaugeVec
+	jobRuns        *prometheus.CounterVec
+	loadSeconds    prometheus.Gauge
+	clientCounters *client.Counters
+
+	mu  sync.Mutex
+	set *servingSet // for in-flight calls and open sessions
+}
+
+var (
+	stateDesc    = prometheus.NewDesc("abi_engine_state", "1 for the engine's current state (idle, standby, serving, fenced, lost, released, client).", []string{"state"}, nil)
+	revisionDesc = prometheus.NewDesc("abi_engine_lease_revision", "The lease revision this engine holds (0 when it holds none).", nil, nil)
+	inFlightDesc = prometheus.NewDesc("abi_engine_in_flight_calls", "Calls received and not yet answered, by service.", []string{"service"}, nil)
+	sessionsDesc = prometheus.NewDesc("abi_engine_open_sessions", "Open transfer and overflow sessions.", nil, nil)
+	clientDesc   = prometheus.NewDesc("abi_engine_client_calls_total", "Calls made by this engine's NATS clients (client role), by outcome.", []string{"outcome"}, nil)
+)
+
+var allStates = []State{StateIdle, StateStandby, StateServing, StateFenced, StateLost, StateReleased, StateClient}
+
+func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
+	m := &metrics{
+		e: e,
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_lease_renewals_total",
+			Help: "Lease renewals by result (ok, failed)."}, []string{"result"}),
+		fences: prometheus.NewCounter(prometheus.CounterOpts{Name: "abi_engine_lease_fences_total",
+			Help: "Times this engine fenced itself for want of a renewal."}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "abi_engine_lease_takeovers_total",
+			Help: "Times this engine took the lease over from a silent holder."}),
+		leaseEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_lease_events_total",
+			Help: "Lease events by kind."}, []string{"event"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_requests_total",
+			Help: "Calls answered, by service, operation and code (OK for success)."}, []string{"service", "operation", "code"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "abi_engine_request_duration_seconds",
+			Help: "Time from receipt to reply, by service and operation.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)},
+			[]string{"service", "operation"}),
+		handover: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "abi_engine_handover_phase_seconds",
+			Help: "Duration of each phase of the last handover."}, []string{"phase"}),
+		jobRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_job_runs_total",
+			Help: "Job runs by job and result (ok, failed)."}, []string{"job", "result"}),
+		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
+			Help: "How long Load took."}),
+		clientCounters: client.NewCounters(),
+	}
+	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
+		m.requestSeconds, m.handover, m.jobRuns, m.loadSeconds, m} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// leaseEvent counts a lease event (the ownership actor's OnEvent).
+func (m *metrics) leaseEvent(ev lease.Event) {
+	m.leaseEvents.WithLabelValues(ev.Kind.String()).Inc()
+	switch ev.Kind {
+	case lease.EventRenewed:
+		m.renewals.WithLabelValues("ok").Inc()
+	case lease.EventRenewFailed:
+		m.renewals.WithLabelValues("failed").Inc()
+	case lease.EventFenced:
+		m.fences.Inc()
+	case lease.EventTookOver:
+		m.takeovers.Inc()
+	}
+}
+
+// call counts an answered call (primaries.Config.OnCall).
+func (m *metrics) call(service, operation string, code protocol.Code, d time.Duration) {
+	c := string(code)
+	if c == "" {
+		c = "OK"
+	}
+	m.requests.WithLabelValues(service, operation, c).Inc()
+	m.requestSeconds.WithLabelValues(service, operation).Observe(d.Seconds())
+}
+
+func (m *metrics) handoverPhase(phase string, d time.Duration) {
+	m.handover.WithLabelValues(phase).Set(d.Seconds())
+}
+
+func (m *metrics) jobRun(job string, _ time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	m.jobRuns.WithLabelValues(job, result).Inc()
+}
+
+func (m *metrics) watchServing(set *servingSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.set = set
+}
+
+// Describe implements prometheus.Collector for the values read at scrape time.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, inFlightDesc, sessionsDesc, clientDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	state := m.e.State()
+	for _, s := range allStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(m.e.status().Lease.Revision))
+	m.mu.Lock()
+	set := m.set
+	m.mu.Unlock()
+	if set != nil {
+		for _, p := range set.primaries {
+			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(p.InFlight()), p.Name())
+		}
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(set.openSessions()))
+	}
+	st := m.clientCounters.Snapshot()
+	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Calls), "calls")
+	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Retries), "retries")
+	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.GiveUps), "give_ups")
+}

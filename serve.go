@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/primaries"
+	"github.com/abi-engine/engine/primaries/keyvalue"
+	"github.com/abi-engine/engine/primaries/objectstorage"
+	"github.com/abi-engine/engine/sessions"
+	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// servingSet is what a serving (or standby) engine serves: the backends, one primary
+// per service, the session hosts, the jobs host, and their actors.
+type servingSet struct {
+	log       *zap.Logger
+	kv        keyvalue.Store
+	objects   objectstorage.Store
+	primaries []*primaries.Primary
+	hosts     []sessions.Host       // every Host: primaries, transfer hosts, the overflow host
+	members   []*actor.PID          // their actors
+	named     map[string]*actor.PID // the same, by InjectPanic target name
+	jobs      *actors.JobsHost
+	jobsPID   *actor.PID
+	transfers []*sessions.TransferHost
+	closers   []func() error // backends, in the order they were opened
+}
+
+// openSessions counts the transfer and overflow sessions open now.
+func (s *servingSet) openSessions() int {
+	n := 0
+	for _, h := range s.transfers {
+		n += h.Sessions()
+	}
+	return n
+}
+
+// buildServing opens the backends and builds everything the engine serves, spawned
+// as actors that serve nothing until the root tells them to.
+func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet, err error) {
+	set := &servingSet{log: e.log, named: map[string]*actor.PID{}}
+	defer func() {
+		if err != nil {
+			// Close what was opened; actors spawned so far are poisoned by teardown.
+			set.close()
+		}
+	}()
+	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc)
+	if err != nil {
+		return nil, err
+	}
+	set.kv = kv
+	set.closers = append(set.closers, closeKV)
+	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc)
+	if err != nil {
+		return nil, err
+	}
+	set.objects = objects
+	set.closers = append(set.closers, closeObjects)
+
+	own := e.ownership
+	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{Owner: e.InstanceID(), Logger: slogOf(e.log)})
+	if err != nil {
+		return nil, fmt.Errorf("engine: overflow host: %w", err)
+	}
+	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), slogOf(e.log))
+	if err != nil {
+		return nil, fmt.Errorf("engine: object storage transfers: %w", err)
+	}
+	services := append([]primaries.Service{
+		keyvalue.Service(kv),
+		objectstorage.Service(objects),
+	}, e.opts.services...)
+	for _, svc := range services {
+		p, err := primaries.New(svc, primaries.Config{
+			Conn:          nc,
+			InstanceID:    e.InstanceID(),
+			MaxConcurrent: e.cfg.NATS.MaxConcurrentRequests,
+			LeaseValid:    own.Gate().Valid,
+			Overflow:      overflow,
+			OnCall:        e.metrics.call,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("engine: service %s: %w", svc.Name, err)
+		}
+		set.primaries = append(set.primaries, p)
+		set.hosts = append(set.hosts, p)
+		pid := e.actorSys.Spawn(p.Producer(), "primary", actors.SpawnOpts(svc.Name)...)
+		set.members = append(set.members, pid)
+		set.named["primary:"+svc.Name] = pid
+	}
+	set.transfers = []*sessions.TransferHost{transfers, overflow.TransferHost}
+	for i, h := range set.transfers {
+		set.hosts = append(set.hosts, h)
+		pid := h.Spawn(e.actorSys)
+		set.members = append(set.members, pid)
+		set.named[[]string{"transfer:object_storage", "overflow"}[i]] = pid
+	}
+	e.metrics.watchServing(set)
+	if len(e.opts.jobs) > 0 {
+		set.jobs, err = actors.NewJobsHost(e.opts.jobs, e.log, e.metrics.jobRun)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		set.jobsPID = e.actorSys.Spawn(set.jobs.Producer(), "jobs", actors.SpawnOpts("jobs")...)
+		set.named["jobs"] = set.jobsPID
+	}
+	return set, nil
+}
+
+// waitSessions is the handover's second wait over every host (design §3).
+func (s *servingSet) waitSessions(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Minute)
+	}
+	return sessions.WaitForSessions(ctx, deadline, s.hosts...)
+}
+
+// stop ends everything the set serves at once; safe after a handover did it already.
+func (s *servingSet) stop() {
+	for _, h := range s.hosts {
+		h.Stop()
+	}
+}
+
+// poison stops the set's actors.
+func (s *servingSet) poison(ctx context.Context, sys *actor.Engine) {
+	pids := append([]*actor.PID(nil), s.members...)
+	if s.jobsPID != nil {
+		pids = append(pids, s.jobsPID)
+	}
+	for _, pid := range pids {
+		<-sys.PoisonCtx(ctx, pid).Done()
+	}
+}
+
+// close closes the backends, last opened first.
+func (s *servingSet) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("closing a backend", zap.Error(err))
+		}
+	}
+	s.closers = nil
+}

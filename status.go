@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/lease"
+)
+
+// Status is the body of GET /status (design §4.5).
+type Status struct {
+	InstanceID string      `json:"instance_id"`
+	Role       string      `json:"role"`
+	State      State       `json:"state"`
+	RolloutID  string      `json:"rollout_id"`
+	Version    string      `json:"version"`
+	Lease      LeaseStatus `json:"lease"`
+}
+
+// LeaseStatus is the lease as this engine knows it.
+type LeaseStatus struct {
+	Revision uint64        `json:"revision"`
+	Holder   *lease.Holder `json:"holder"` // null when free or unknown to this engine
+}
+
+func (e *Engine) status() Status {
+	s := Status{
+		InstanceID: e.InstanceID(),
+		Role:       string(e.Role()),
+		State:      e.State(),
+		RolloutID:  e.cfg.NATS.Engine.RolloutID,
+		Version:    e.opts.version,
+	}
+	e.mu.Lock()
+	own := e.ownership
+	e.mu.Unlock()
+	if own != nil {
+		os := own.Status()
+		s.Lease.Revision = os.Revision
+		if os.Holder.Known() || os.Holder != (lease.Holder{}) {
+			h := os.Holder
+			s.Lease.Holder = &h
+		}
+	}
+	return s
+}
+
+// Status is the engine's status for GET /status.
+func (e *Engine) Status() any { return e.status() }
+
+// Ready reports whether Load has returned and the engine is serving, standing by, or a
+// client: a standby counts as ready so that a rolling update proceeds.
+func (e *Engine) Ready() bool {
+	e.mu.Lock()
+	up := e.up
+	e.mu.Unlock()
+	if !up {
+		return false
+	}
+	switch e.State() {
+	case StateServing, StateStandby, StateClient:
+		return true
+	}
+	return false
+}
+
+// errWedged is the health error of a holder that believes it serves but has not
+// renewed for more than a lease period.
+var errWedged = errors.New("engine: wedged")
+
+// Healthy is nil while the process is healthy, and an error when the engine believes
+// it serves but has not renewed for more than a lease period (a wedged holder).
+func (e *Engine) Healthy() error {
+	e.mu.Lock()
+	own := e.ownership
+	e.mu.Unlock()
+	if own == nil {
+		return nil
+	}
+	s := own.Status()
+	if s.State != lease.StateServing {
+		return nil
+	}
+	if since := time.Since(s.LastRenewed); since > e.cfg.NATS.Engine.Lease() {
+		return fmt.Errorf("%w: serving but no lease renewal for %s (lease %s)", errWedged,
+			since.Round(time.Millisecond), e.cfg.NATS.Engine.Lease())
+	}
+	return nil
+}
