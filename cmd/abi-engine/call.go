@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/protocol"
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) callCommand() *cobra.Command {
+	var natsURL string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "call SERVICE OPERATION [JSON]",
+		Short: "Call a kernel service and print its reply",
+		Long: `call sends JSON (default {}) to abi.svc.SERVICE.v1.OPERATION, prints the reply body on
+standard output and, on standard error, the engine instance that answered. A call that
+reached no engine is resent for a few seconds, as the SDK does during a handover.
+An error reply prints its code and message and exits 1.`,
+		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
+  abi-engine call keyvalue get '{"key":"greeting"}'`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			subject, payload, err := callRequest(args)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("timeout") && timeout <= 0 {
+				return usageError(&flagError{fmt.Errorf("--timeout %s: must be greater than 0", timeout)})
+			}
+			b, err := c.brokerFor(cmd, natsURL)
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("timeout") {
+				timeout = b.Timeout
+			}
+			nc, err := connect(b, "abi-engine call")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			t, err := client.NewTransport(nc, client.WithDefaultTimeout(timeout))
+			if err != nil {
+				return runtimeError(err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			reply, err := t.Request(ctx, subject, payload, nil)
+			if err != nil {
+				return c.callFailed(err)
+			}
+			body := reply.Data
+			if !bytes.HasSuffix(body, []byte("\n")) {
+				body = append(body, '\n')
+			}
+			if _, err := c.stdout.Write(body); err != nil {
+				return runtimeError(err)
+			}
+			fmt.Fprintf(c.stderr, "answered by engine %s\n", orUnknown(reply.Instance))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the reply (default: nats.client_timeout_seconds, 10s unless set)")
+	return cmd
+}
+
+// callRequest checks the arguments of call: the subject's tokens and the JSON body.
+func callRequest(args []string) (subject string, payload []byte, err error) {
+	service, op := args[0], args[1]
+	if err := subjectToken("SERVICE", service, false); err != nil {
+		return "", nil, usageError(err)
+	}
+	if err := subjectToken("OPERATION", op, true); err != nil {
+		return "", nil, usageError(err)
+	}
+	payload = []byte("{}")
+	if len(args) == 3 {
+		payload = []byte(args[2])
+		var v any
+		if err := json.Unmarshal(payload, &v); err != nil {
+			return "", nil, usageError(fmt.Errorf("JSON argument %q is not valid JSON: %v", args[2], err))
+		}
+	}
+	return protocol.ServiceSubject(service, op), payload, nil
+}
+
+// subjectToken refuses what would make the subject something else than one operation
+// of one service: wildcards, spaces, empty tokens, and a dot in the service name.
+func subjectToken(what, s string, dots bool) error {
+	bad := func(rule string) error { return fmt.Errorf("%s %q: %s", what, s, rule) }
+	switch {
+	case s == "":
+		return bad("must not be empty")
+	case strings.ContainsAny(s, " \t\r\n*>"):
+		return bad("must not contain spaces or the wildcards * and >")
+	case !dots && strings.Contains(s, "."):
+		return bad("must not contain a dot")
+	case dots && (strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..")):
+		return bad("must not have an empty token")
+	}
+	return nil
+}
+
+// callFailed reports an error reply as its code and message, and a call that failed
+// on the way with its cause.
+func (c *cli) callFailed(err error) error {
+	var ce *client.CallError
+	if !errors.As(err, &ce) {
+		return runtimeError(err)
+	}
+	if ce.Cause != nil {
+		return runtimeError(fmt.Errorf("%s: %s: %s (%v)", ce.Subject, ce.Err.Code, ce.Err.Message, ce.Cause))
+	}
+	msg := fmt.Sprintf("%s: %s", ce.Err.Code, ce.Err.Message)
+	if ce.Err.Retryable {
+		msg += " (retryable)"
+	}
+	fmt.Fprintln(c.stderr, msg)
+	fmt.Fprintf(c.stderr, "answered by engine %s\n", orUnknown(ce.Instance))
+	return &exitError{code: exitRuntime}
+}

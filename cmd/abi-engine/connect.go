@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/abi-engine/engine/config"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// brokerSettings are what a client command needs to reach the broker.
+type brokerSettings struct {
+	URL         string
+	Credentials string
+	Timeout     time.Duration // nats.client_timeout_seconds
+}
+
+// brokerFor finds the broker of status and call: --nats, else ABI_NATS_URL, else
+// nats.url of abi-engine.yaml in the working directory, else the embedded broker's
+// address. The configuration is read as a client's, so a serving engine's
+// shared-backend check cannot refuse a command that only reads.
+func (c *cli) brokerFor(cmd *cobra.Command, natsFlag string) (brokerSettings, error) {
+	overrides := []config.Override{config.RoleFlag(string(config.RoleClient))}
+	if cmd.Flags().Changed("nats") {
+		overrides = append(overrides, config.NATSURLFlag(natsFlag))
+	}
+	cfg, err := config.Load("", c.env, overrides...)
+	if err != nil {
+		return brokerSettings{}, usageError(err)
+	}
+	url := cfg.NATS.URL
+	if url == "" {
+		if url, err = embeddedURL(cfg.NATS.Embedded.Listen); err != nil {
+			return brokerSettings{}, usageError(err)
+		}
+	}
+	return brokerSettings{URL: url, Credentials: cfg.NATS.Credentials, Timeout: cfg.NATS.ClientTimeout()}, nil
+}
+
+// embeddedURL is where an engine with an embedded broker listening on listen is
+// reached from this host.
+func embeddedURL(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("nats.embedded.listen %q: %w", listen, err)
+	}
+	if port == "0" {
+		return "", errors.New("nats.url is empty and nats.embedded.listen " + listen +
+			" lets the embedded broker pick a random port: give its address with --nats or " + config.EnvNATSURL)
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	return "nats://" + net.JoinHostPort(host, port), nil
+}
+
+// connect dials the broker once: a command reports a broker it cannot reach rather
+// than waiting for it.
+func connect(b brokerSettings, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.Timeout(b.Timeout), nats.NoReconnect()}
+	if b.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(b.Credentials))
+	}
+	nc, err := nats.Connect(b.URL, opts...)
+	if err != nil {
+		return nil, runtimeError(fmt.Errorf("connect to NATS at %s: %w", b.URL, err))
+	}
+	return nc, nil
+}

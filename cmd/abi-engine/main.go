@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of design §4.6.
+const (
+	exitOK      = 0
+	exitRuntime = 1 // the command could not do its job
+	exitUsage   = 2 // bad arguments or configuration; nothing was touched
+	exitServing = 3 // another engine serves this NATS account
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is the whole program but os.Exit: it parses args, runs the command and returns the
+// exit code, reading the environment only through env.
+func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
+	c := &cli{
+		env:       env,
+		stdout:    stdout,
+		stderr:    stderr,
+		version:   buildVersion(),
+		newEngine: newEngine,
+		signals:   newSignals,
+	}
+	return c.execute(context.Background(), args)
+}
+
+// cli holds what every command reads and writes, so tests run commands in-process with
+// an environment, outputs and an engine of their own.
+type cli struct {
+	env     func(string) string
+	stdout  io.Writer
+	stderr  io.Writer
+	version string
+	// newEngine builds the engine of `abi-engine run`.
+	newEngine engineFactory
+	// signals builds the service that turns stop requests into calls of first and second.
+	signals signalSource
+}
+
+// exitError ends a command with an exit code. A nil err means the command already
+// printed what went wrong.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit code %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(err error) error   { return &exitError{code: exitUsage, err: err} }
+func runtimeError(err error) error { return &exitError{code: exitRuntime, err: err} }
+
+func (c *cli) execute(ctx context.Context, args []string) int {
+	if args == nil {
+		args = []string{} // cobra reads os.Args when given nil
+	}
+	root := c.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(c.stderr, "abi-engine: %v\n", ee.err)
+		}
+		if ee.code == exitUsage && isFlagOrArgError(ee.err) {
+			fmt.Fprintln(c.stderr, "Run 'abi-engine --help' for usage.")
+		}
+		return ee.code
+	}
+	// Everything cobra itself reports (an unknown command, a wrong number of arguments)
+	// is a usage error.
+	fmt.Fprintf(c.stderr, "abi-engine: %v\nRun 'abi-engine --help' for usage.\n", err)
+	return exitUsage
+}
+
+// flagError is a flag cobra could not parse or a flag value the command refused.
+type flagError struct{ err error }
+
+func (e *flagError) Error() string { return e.err.Error() }
+func (e *flagError) Unwrap() error { return e.err }
+
+func isFlagOrArgError(err error) bool {
+	var fe *flagError
+	return errors.As(err, &fe)
+}
+
+func (c *cli) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "abi-engine",
+		Short: "Serve kernel services over NATS, one engine per account",
+		Long: `abi-engine serves kernel services over NATS and guarantees that exactly one engine
+serves them per NATS account, by an ownership lease in the JetStream KV bucket ABI_ENGINE.
+
+Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
+3 another engine serves (the message names it).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Bare `abi-engine` is a usage error: it names no command.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(c.stderr)
+			_ = cmd.Help()
+			return &exitError{code: exitUsage}
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageError(&flagError{err})
+	})
+	root.AddCommand(
+		c.runCommand(),
+		c.statusCommand(),
+		c.callCommand(),
+		c.configCommand(),
+		c.versionCommand(),
+	)
+	return root
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/abi-engine/engine/config"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeBuiltBinary() }))
+}
+
+// lockedBuffer is an output written by the command under test while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return "exit " + strconv.Itoa(r.code) + "\n--- stdout:\n" + r.stdout + "--- stderr:\n" + r.stderr
+}
+
+// envOf is an environment holding only vars.
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// cliFor is the CLI as run builds it, with its own environment and outputs, and an
+// engine factory that fails the test if `run` ever gets that far.
+func cliFor(t *testing.T, env map[string]string) (*cli, *lockedBuffer, *lockedBuffer) {
+	t.Helper()
+	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	c := &cli{
+		env:     envOf(env),
+		stdout:  stdout,
+		stderr:  stderr,
+		version: "v0.0.0-test",
+		newEngine: func(*config.Config, *zap.Logger, string) (runnableEngine, error) {
+			t.Error("run built an engine; this test expected it to stop before")
+			return nil, context.Canceled
+		},
+		signals: newSignals,
+	}
+	return c, stdout, stderr
+}
+
+// runCLI runs the command line args in-process.
+func runCLI(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	c, stdout, stderr := cliFor(t, env)
+	code := c.execute(context.Background(), args)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func wantCode(t *testing.T, r result, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d, got:\n%s", code, r)
+	}
+}
+
+func wantContains(t *testing.T, what, out string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(out, s) {
+			t.Errorf("%s does not contain %q:\n%s", what, s, out)
+		}
+	}
+}
+
+// eventually polls cond until it holds or the bound passes: the one wait helper for
+// what a real broker or process does in its own time.
+func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", bound, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

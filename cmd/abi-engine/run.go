@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/supervisor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/thejerf/suture/v4"
+	"go.uber.org/zap"
+)
+
+// runnableEngine is what `abi-engine run` needs of an engine (*engine.Engine).
+type runnableEngine interface {
+	supervisor.Reporter
+	Load(ctx context.Context) error
+	Shutdown(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
+	Registry() *prometheus.Registry
+	InstanceID() string
+}
+
+// engineFactory builds the engine of a configuration that was loaded and validated.
+type engineFactory func(cfg *config.Config, log *zap.Logger, version string) (runnableEngine, error)
+
+// signalSource is the suture service that calls first on the first stop request
+// (SIGTERM or SIGINT) and second on every later one.
+type signalSource func(first, second func()) suture.Service
+
+func newSignals(first, second func()) suture.Service {
+	return &supervisor.Signals{OnFirst: first, OnSecond: second}
+}
+
+var (
+	logFormats = []string{"json", "console"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+)
+
+// treeStopTimeout bounds how long the HTTP and signal services may take to stop.
+const treeStopTimeout = 10 * time.Second
+
+type runFlags struct {
+	config, role, nats, http, logFormat, logLevel string
+}
+
+func (c *cli) runCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run an engine until SIGTERM, then hand over",
+		Long: `run starts an engine in its role (serve, client or auto). A serving engine takes the
+lease, stands by while an engine of another rollout serves, or fails (exit 3) naming the
+engine that serves. The first SIGTERM or SIGINT hands over: jobs stop, the lease is
+released, the calls and sessions already received are answered for up to drain_seconds,
+and the process exits 0. A second signal stops at once. An engine that loses its lease,
+or a standby that is not handed it within standby_timeout_seconds, exits 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.runEngine(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "configuration file (default: abi-engine.yaml in the working directory, if any)")
+	fl.StringVar(&f.role, "role", "", "serve, client or auto (default: ABI_ENGINE_ROLE, else nats.engine.role)")
+	fl.StringVar(&f.nats, "nats", "", `NATS server URLs, comma-separated; "" starts the embedded server (default: ABI_NATS_URL, else nats.url)`)
+	fl.StringVar(&f.http, "http", "", `host:port of /healthz, /readyz, /status and /metrics; "" turns it off (default: http.listen)`)
+	fl.StringVar(&f.logFormat, "log-format", "", "json or console (default: log.format)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: log.level)")
+	return cmd
+}
+
+func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
+	changed := cmd.Flags().Changed
+	var overrides []config.Override
+	if changed("role") {
+		overrides = append(overrides, config.RoleFlag(f.role))
+	}
+	if changed("nats") {
+		overrides = append(overrides, config.NATSURLFlag(f.nats))
+	}
+	if changed("http") {
+		overrides = append(overrides, config.HTTPListenFlag(f.http))
+	}
+	if changed("log-format") && !slices.Contains(logFormats, f.logFormat) {
+		return usageError(&flagError{fmt.Errorf("--log-format %q: must be json or console", f.logFormat)})
+	}
+	if changed("log-level") && !slices.Contains(logLevels, f.logLevel) {
+		return usageError(&flagError{fmt.Errorf("--log-level %q: must be debug, info, warn or error", f.logLevel)})
+	}
+	cfg, err := config.Load(f.config, c.env, overrides...)
+	if err != nil {
+		return usageError(err)
+	}
+	if changed("log-format") {
+		cfg.Log.Format = f.logFormat
+	}
+	if changed("log-level") {
+		cfg.Log.Level = f.logLevel
+	}
+	log, err := newLogger(cfg.Log.Format, cfg.Log.Level, c.stderr)
+	if err != nil {
+		return usageError(err)
+	}
+	defer log.Sync() //nolint:errcheck // stderr may not support sync; nothing to do about it
+	eng, err := c.newEngine(cfg, log, c.version)
+	if err != nil {
+		var cerr *config.Error
+		if errors.As(err, &cerr) {
+			return usageError(err)
+		}
+		return runtimeError(err)
+	}
+	return c.serve(cmd.Context(), cfg, eng, log)
+}
+
+// stopRequests records the stop requests (signals) as closed channels.
+type stopRequests struct {
+	first, second         chan struct{}
+	firstOnce, secondOnce sync.Once
+}
+
+func newStopRequests() *stopRequests {
+	return &stopRequests{first: make(chan struct{}), second: make(chan struct{})}
+}
+
+func (s *stopRequests) onFirst()  { s.firstOnce.Do(func() { close(s.first) }) }
+func (s *stopRequests) onSecond() { s.secondOnce.Do(func() { close(s.second) }) }
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// whenClosed cancels when ch closes, until stop is called; stop waits for the
+// goroutine it started.
+func whenClosed(ch <-chan struct{}, cancel context.CancelFunc) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ch:
+			cancel()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}
+
+// serve runs eng under a suture tree holding the HTTP endpoints and the signal handler,
+// and returns when the engine has handed over (nil), was refused, or ended on its own.
+func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine, log *zap.Logger) error {
+	stop := newStopRequests()
+	tree := supervisor.NewTree("abi-engine run", log, treeStopTimeout)
+	reporter := &loadedReporter{Reporter: eng}
+	if cfg.HTTP.Listen != "" {
+		// Up before Load: /healthz answers at once and /readyz says 503 until the engine
+		// has loaded and serves or stands by.
+		tree.Add(supervisor.NewHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log))
+	}
+	tree.Add(c.signals(stop.onFirst, stop.onSecond))
+	treeCtx, cancelTree := context.WithCancel(context.WithoutCancel(ctx))
+	treeDone := tree.ServeBackground(treeCtx)
+	defer func() {
+		cancelTree()
+		<-treeDone
+	}()
+
+	log.Info("abi-engine starting", zap.String("version", c.version), zap.String("instance_id", eng.InstanceID()),
+		zap.String("role", string(cfg.NATS.Engine.Role)), zap.String("rollout_id", cfg.NATS.Engine.RolloutID),
+		zap.String("config", cfg.Path()))
+
+	// A stop requested while the engine loads (a claim can watch the holder for a lease
+	// period) cancels the load.
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	stopWatch := whenClosed(stop.first, cancelLoad)
+	err := eng.Load(loadCtx)
+	stopWatch()
+	cancelLoad()
+	if err != nil {
+		var already *lease.AlreadyServingError
+		switch {
+		case errors.As(err, &already):
+			return &exitError{code: exitServing, err: err}
+		case closed(stop.first):
+			log.Info("stopped while loading", zap.Error(err))
+			return nil
+		}
+		return runtimeError(fmt.Errorf("load the engine: %w", err))
+	}
+	reporter.loaded.Store(true)
+	log.Info("abi-engine loaded")
+
+	select {
+	case <-stop.first:
+	case <-eng.Done():
+		if err := eng.Err(); err != nil {
+			return runtimeError(err)
+		}
+		return runtimeError(errors.New("the engine stopped without being asked to"))
+	}
+	log.Info("stop requested: handing over (a second signal stops at once)")
+	start := time.Now()
+	shutdownCtx, cancelShutdown := context.WithCancel(context.WithoutCancel(ctx))
+	stopWatch = whenClosed(stop.second, cancelShutdown)
+	err = eng.Shutdown(shutdownCtx)
+	stopWatch()
+	cancelShutdown()
+	switch {
+	case err != nil && closed(stop.second):
+		return runtimeError(fmt.Errorf("stopped at once on a second signal, handover cut short: %w", err))
+	case err != nil:
+		return runtimeError(fmt.Errorf("handover: %w", err))
+	}
+	log.Info("handover complete: exiting", zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+// loadedReporter is ready only once Load has returned: an engine that took the lease
+// reports serving while it still opens its backends and subscribes, and Kubernetes must
+// not stop the old pod (nor send this one traffic) before the new one really serves or
+// stands by.
+type loadedReporter struct {
+	supervisor.Reporter
+	loaded atomic.Bool
+}
+
+func (r *loadedReporter) Ready() bool { return r.loaded.Load() && r.Reporter.Ready() }

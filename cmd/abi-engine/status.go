@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) statusCommand() *cobra.Command {
+	var natsURL string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show which engine holds the lease of this NATS account",
+		Long: `status reads the engine lease (bucket ABI_ENGINE, key owner) and prints its holder,
+its revision and how long since it last changed. It never creates the bucket.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := c.brokerFor(cmd, natsURL)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
+			defer cancel()
+			nc, err := connect(b, "abi-engine status")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			st, err := readLease(ctx, nc)
+			if err != nil {
+				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", b.URL, err))
+			}
+			st.NATSURL = b.URL
+			if asJSON {
+				return writeJSON(c.stdout, st.JSON(time.Now()))
+			}
+			st.print(c.stdout, time.Now())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+// leaseStatus is the lease as status reports it.
+type leaseStatus struct {
+	NATSURL string
+	// BucketExists is false when no engine has ever held the lease on this account.
+	BucketExists bool
+	// Written is false when the bucket exists but the key was never written.
+	Written bool
+	Record  lease.Record
+	// Revision is the revision of the key's last change, a release included.
+	Revision uint64
+	Changed  time.Time
+}
+
+// readLease reads the key without creating the bucket: status must leave an account
+// that never ran an engine as it found it.
+func readLease(ctx context.Context, nc *nats.Conn) (leaseStatus, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return leaseStatus{}, err
+	}
+	kv, err := js.KeyValue(ctx, jetstreamstore.DefaultBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return leaseStatus{}, nil
+	}
+	if err != nil {
+		return leaseStatus{}, err
+	}
+	// History includes a delete marker, so a released lease still says when it was
+	// released; the bucket keeps one entry per key.
+	entries, err := kv.History(ctx, jetstreamstore.Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return leaseStatus{BucketExists: true}, nil
+	}
+	if err != nil {
+		return leaseStatus{}, err
+	}
+	last := entries[len(entries)-1]
+	st := leaseStatus{BucketExists: true, Written: true, Revision: last.Revision(), Changed: last.Created()}
+	if last.Operation() == jetstream.KeyValuePut {
+		st.Record = lease.Record{Holder: lease.DecodeHolder(last.Value()), Revision: last.Revision()}
+	}
+	return st, nil
+}
+
+func since(now, t time.Time) time.Duration {
+	return max(now.Sub(t), 0).Round(time.Second)
+}
+
+func (s leaseStatus) print(w io.Writer, now time.Time) {
+	switch {
+	case !s.BucketExists:
+		fmt.Fprintf(w, "no engine has ever held the lease on %s (bucket %s does not exist)\n", s.NATSURL, jetstreamstore.DefaultBucket)
+	case !s.Written:
+		fmt.Fprintf(w, "the lease is free: no engine has held it on %s since bucket %s was created\n", s.NATSURL, jetstreamstore.DefaultBucket)
+	case s.Record.Free():
+		fmt.Fprintf(w, "the lease is free: released at revision %d, %s ago (%s)\n",
+			s.Revision, since(now, s.Changed), s.Changed.UTC().Format(time.RFC3339))
+	default:
+		h := s.Record.Holder
+		fmt.Fprintf(w, "held by %s\n", h)
+		fmt.Fprintf(w, "  instance:  %s\n", orUnknown(h.InstanceID))
+		fmt.Fprintf(w, "  host:      %s\n", orUnknown(h.Host))
+		fmt.Fprintf(w, "  pid:       %d\n", h.PID)
+		fmt.Fprintf(w, "  version:   %s\n", orUnknown(h.Version))
+		fmt.Fprintf(w, "  rollout:   %s\n", orNone(h.RolloutID))
+		fmt.Fprintf(w, "  since:     %s\n", orUnknown(h.StartedAt))
+		fmt.Fprintf(w, "  revision:  %d\n", s.Revision)
+		fmt.Fprintf(w, "  changed:   %s ago (%s)\n", since(now, s.Changed), s.Changed.UTC().Format(time.RFC3339))
+		if !h.Known() {
+			fmt.Fprintln(w, "  (the lease value is not an abi-engine holder record)")
+		}
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// statusJSON is the output of status --json. holder has the six keys of the lease
+// record (design §4.1), null while the lease is free.
+type statusJSON struct {
+	NATSURL        string        `json:"nats_url"`
+	Bucket         string        `json:"bucket"`
+	BucketExists   bool          `json:"bucket_exists"`
+	Free           bool          `json:"free"`
+	Revision       uint64        `json:"revision"`
+	Holder         *lease.Holder `json:"holder"`
+	ChangedAt      *string       `json:"changed_at"`
+	ChangedSeconds *float64      `json:"changed_seconds_ago"`
+}
+
+func (s leaseStatus) JSON(now time.Time) statusJSON {
+	out := statusJSON{
+		NATSURL:      s.NATSURL,
+		Bucket:       jetstreamstore.DefaultBucket,
+		BucketExists: s.BucketExists,
+		Free:         s.Record.Free(),
+		Revision:     s.Revision,
+	}
+	if !s.Record.Free() {
+		h := s.Record.Holder
+		out.Holder = &h
+	}
+	if s.Written {
+		at := s.Changed.UTC().Format(time.RFC3339)
+		ago := since(now, s.Changed).Seconds()
+		out.ChangedAt, out.ChangedSeconds = &at, &ago
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return runtimeError(err)
+	}
+	return nil
+}
