@@ -1,0 +1,263 @@
+package check
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/abi-engine/engine/bench"
+	"github.com/abi-engine/engine/protocol"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+const (
+	instA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	instB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	instC = "cccccccccccccccccccccccccccccccc"
+)
+
+// ok is a successful call answered by inst.
+func ok(kind, key, inst string, from, to int) bench.Op {
+	return bench.Op{Kind: kind, Key: key, Instance: inst, Invoke: at(from), Complete: at(to)}
+}
+
+func set(key, inst string, v uint64, from, to int) bench.Op {
+	op := ok(protocol.OpSet, key, inst, from, to)
+	op.Input = v
+	return op
+}
+
+func get(key, inst string, v uint64, from, to int) bench.Op {
+	op := ok(protocol.OpGet, key, inst, from, to)
+	op.Found, op.Output = v != 0, v
+	return op
+}
+
+func failed(op bench.Op, code protocol.Code, indefinite bool) bench.Op {
+	op.Code, op.Err, op.Indefinite = code, "synthetic failure", indefinite
+	op.Instance = ""
+	return op
+}
+
+func wantPass(t *testing.T, r Result) {
+	t.Helper()
+	if !r.Passed || r.Count != 0 {
+		t.Fatalf("%s failed: %s\n%s", r.Name, r.Summary, strings.Join(r.Details, "\n"))
+	}
+}
+
+func wantFail(t *testing.T, r Result, count int, mention string) {
+	t.Helper()
+	if r.Passed {
+		t.Fatalf("%s passed: %s", r.Name, r.Summary)
+	}
+	if count >= 0 && r.Count != count {
+		t.Fatalf("%s: %d violations, want %d: %s", r.Name, r.Count, count, strings.Join(r.Details, "\n"))
+	}
+	if !strings.Contains(strings.Join(r.Details, "\n"), mention) {
+		t.Fatalf("%s: details do not mention %q:\n%s", r.Name, mention, strings.Join(r.Details, "\n"))
+	}
+}
+
+func TestZeroFailures(t *testing.T) {
+	h := []bench.Op{
+		set("k", instA, 1, 0, 5),
+		get("k", instA, 1, 6, 8),
+		// Seeding/cleanup and calls the run's own end cancelled are not judged.
+		func() bench.Op {
+			o := failed(get("k", "", 0, 1, 2), protocol.Unavailable, false)
+			o.Setup = true
+			return o
+		}(),
+		func() bench.Op {
+			o := failed(get("k", "", 0, 9, 10), protocol.DeadlineExceeded, true)
+			o.Interrupted = true
+			return o
+		}(),
+	}
+	wantPass(t, ZeroFailures(h))
+	h = append(h, failed(set("k", "", 2, 20, 25), protocol.Unavailable, false))
+	r := ZeroFailures(h)
+	wantFail(t, r, 1, "UNAVAILABLE")
+	if !strings.Contains(r.Summary, "1 of 3") {
+		t.Fatalf("summary %q", r.Summary)
+	}
+}
+
+func TestAnsweredAfterTakeover(t *testing.T) {
+	kill := []Fault{{Name: "SIGKILL", Start: at(1000), End: at(1000)}}
+	h := []bench.Op{
+		set("k", instA, 1, 900, 905),
+		failed(set("k", "", 2, 990, 4000), protocol.DeadlineExceeded, true), // in flight at the kill
+		failed(get("k", "", 0, 1500, 1600), protocol.Unavailable, false),    // inside the window
+		set("k", instB, 3, 2100, 2110),
+	}
+	wantPass(t, AnsweredAfterTakeover(h, kill, time.Second))
+	late := failed(get("k", "", 0, 2200, 2300), protocol.Unavailable, false)
+	wantFail(t, AnsweredAfterTakeover(append(h, late), kill, time.Second), 1, "07.200000")
+	// A call before any fault must be answered too.
+	early := failed(get("k", "", 0, 100, 200), protocol.Internal, true)
+	wantFail(t, AnsweredAfterTakeover(append(h, early), kill, time.Second), 1, "03:04:05.100000")
+	// A fault with a duration (a pause) counts from its end.
+	pause := []Fault{{Name: "SIGSTOP", Start: at(1000), End: at(3000)}}
+	wantPass(t, AnsweredAfterTakeover(append(h, late), pause, time.Second))
+}
+
+func TestAnsweredOnlyBy(t *testing.T) {
+	h := []bench.Op{
+		get("k", instA, 0, 0, 10),
+		failed(get("k", "", 0, 50, 3000), protocol.DeadlineExceeded, true), // before the resume
+		get("k", instB, 0, 3100, 3110),
+		set("k", instB, 4, 3120, 3130),
+	}
+	wantPass(t, AnsweredOnlyBy(h, at(3050), instB))
+	wantFail(t, AnsweredOnlyBy(append(h, get("k", instA, 4, 3200, 3210)), at(3050), instB), 1, "answered by another instance")
+	wantFail(t, AnsweredOnlyBy(append(h, failed(get("k", "", 0, 3200, 3300), protocol.Unavailable, false)), at(3050), instB), 1, "failed")
+	wantFail(t, AnsweredOnlyBy(h, at(5000), instB), 1, "no call was invoked")
+}
+
+func TestNoOverlapCleanHandover(t *testing.T) {
+	// A answers until its unsubscribe; a call it received just before (invoked at 999)
+	// is answered during the drain, after B already answered calls: legitimate.
+	h := []bench.Op{
+		set("k", instA, 1, 0, 5),
+		get("k", instA, 1, 990, 995),
+		set("k", instA, 2, 999, 1500), // received before the unsubscribe, answered in the drain
+		get("k", instB, 2, 1001, 1010),
+		set("k", instB, 3, 1020, 1030),
+	}
+	r := NoOverlap(h, 0)
+	wantPass(t, r)
+	if !strings.Contains(r.Summary, "no proven overlap") {
+		t.Fatalf("summary %q", r.Summary)
+	}
+	if ovs := Overlaps(h); len(ovs) != 0 {
+		t.Fatalf("overlaps %+v", ovs)
+	}
+}
+
+func TestNoOverlapDesignedOverlap(t *testing.T) {
+	// B subscribed and answered (complete 1005) just before A's unsubscribe took effect:
+	// A received a call invoked at 1008. Proven overlap 3 ms.
+	h := []bench.Op{
+		set("k", instA, 1, 0, 5),
+		get("k", instB, 1, 1001, 1005),
+		get("k", instA, 1, 1008, 1009),
+		get("k", instB, 1, 1010, 1012),
+	}
+	ovs := Overlaps(h)
+	if len(ovs) != 1 || ovs[0].Duration != 3*time.Millisecond {
+		t.Fatalf("overlaps %+v", ovs)
+	}
+	wantPass(t, NoOverlap(h, 250*time.Millisecond))
+	wantFail(t, NoOverlap(h, 0), 1, "at least 3ms")
+}
+
+func TestNoOverlapIgnoresFailures(t *testing.T) {
+	// A fenced engine's UNAVAILABLE replies carry its instance but ran nothing.
+	fenced := failed(get("k", "", 0, 2000, 2001), protocol.Unavailable, false)
+	fenced.Instance = instA
+	h := []bench.Op{
+		set("k", instA, 1, 0, 5),
+		get("k", instB, 1, 1500, 1505),
+		fenced,
+		get("k", instB, 1, 2002, 2010),
+	}
+	wantPass(t, NoOverlap(h, 0))
+}
+
+func TestNoOverlapZombie(t *testing.T) {
+	// A keeps answering calls invoked long after B took over: two instances at once.
+	h := []bench.Op{
+		set("k", instA, 1, 0, 5),
+		set("k", instB, 2, 1000, 1005),
+		get("k", instA, 1, 1500, 1505),
+		get("k", instB, 2, 1600, 1605),
+		get("k", instC, 2, 5000, 5001),
+	}
+	r := NoOverlap(h, 250*time.Millisecond)
+	wantFail(t, r, 1, "for at least 495ms")
+	if !strings.Contains(r.Details[0], "aaaaaaaa and bbbbbbbb") {
+		t.Fatalf("details %q", r.Details)
+	}
+}
+
+func TestLinearizable(t *testing.T) {
+	h := []bench.Op{
+		get("k", instA, 0, 0, 1), // absent at first
+		set("k", instA, 1, 2, 4),
+		get("k", instA, 1, 3, 6), // concurrent with the set: may see it
+		set("j", instA, 7, 3, 5), // another key
+		get("k", instB, 1, 10, 12),
+		// A write whose outcome is unknown may land any time after its invocation.
+		failed(set("k", "", 2, 20, 30), protocol.DeadlineExceeded, true),
+		get("k", instB, 1, 31, 32),
+		get("k", instB, 2, 40, 41),
+		// A write that surely did not run is left out; a failed read too.
+		failed(set("k", "", 9, 50, 51), protocol.Unavailable, false),
+		failed(get("k", "", 0, 50, 51), protocol.DeadlineExceeded, true),
+		get("k", instB, 2, 52, 53),
+		ok(protocol.OpDelete, "k", instB, 60, 61),
+		get("k", instB, 0, 62, 63),
+		ok(protocol.OpPutObject, "x/1", instB, 60, 61), // not keyvalue
+	}
+	wantPass(t, Linearizable(h, 5*time.Second))
+
+	// A stale read after a newer write completed: not linearizable.
+	stale := append(h[:len(h):len(h)], set("k", instB, 3, 70, 71), get("k", instA, 2, 72, 73))
+	wantFail(t, Linearizable(stale, 5*time.Second), 1, `key "k"`)
+	// A write that surely did not run must not be seen.
+	ghost := append(h[:len(h):len(h)], get("k", instB, 9, 70, 71))
+	wantFail(t, Linearizable(ghost, 5*time.Second), 1, `key "k"`)
+	// A read of a missing key after a set completed.
+	lost := []bench.Op{set("k", instA, 1, 0, 1), get("k", instB, 0, 2, 3)}
+	wantFail(t, Linearizable(lost, 5*time.Second), 1, `key "k"`)
+}
+
+func TestNoLeaks(t *testing.T) {
+	procs := []Proc{{Name: "engine-1", PID: 10, Exited: true}, {Name: "engine-2", PID: 11, Exited: true, ExitCode: 1}}
+	wantPass(t, NoLeaks(nil, procs))
+	wantFail(t, NoLeaks([]string{"goroutine 7 [chan receive]:\nmain.loop()\n\t/x.go:1"}, procs), 1, "main.loop()")
+	procs[1].Exited = false
+	wantFail(t, NoLeaks(nil, procs), 1, "engine-2 (pid 11) still running")
+}
+
+func TestFencedWithin(t *testing.T) {
+	wantPass(t, FencedWithin(at(0), at(480), 500*time.Millisecond))
+	wantFail(t, FencedWithin(at(0), at(900), 500*time.Millisecond), 1, "900ms after the cut")
+	wantFail(t, FencedWithin(at(0), time.Time{}, 500*time.Millisecond), 1, "never fenced")
+}
+
+func TestTakeoverAfterSilence(t *testing.T) {
+	ev := []LeaseEvent{
+		{At: at(0), Revision: 1, Holder: instA},
+		{At: at(250), Revision: 2, Holder: instA},
+		{At: at(500), Revision: 3, Holder: instA}, // last renewal before the cut at 600
+		{At: at(1520), Revision: 4, Holder: instB},
+	}
+	wantPass(t, TakeoverAfterSilence(ev, at(600), time.Second, 50*time.Millisecond))
+	early := []LeaseEvent{ev[0], ev[1], ev[2], {At: at(1100), Revision: 4, Holder: instB}}
+	wantFail(t, TakeoverAfterSilence(early, at(600), time.Second, 50*time.Millisecond), 1, "only 600ms after revision 3")
+	wantFail(t, TakeoverAfterSilence(ev[:3], at(600), time.Second, 50*time.Millisecond), 1, "no other holder")
+	// A foreign value is not a takeover; the engine that takes over after it is, and the
+	// silence counts from the foreign value.
+	foreign := []LeaseEvent{ev[0], {At: at(600), Revision: 2, Holder: ForeignHolder}, {At: at(1650), Revision: 3, Holder: instB}}
+	wantPass(t, TakeoverAfterSilence(foreign, at(300), time.Second, 50*time.Millisecond))
+}
+
+func TestServingGap(t *testing.T) {
+	serving := []Interval{
+		{Instance: instA, From: at(0), To: at(1000)},
+		{Instance: instA, From: at(1400), To: at(3000)}, // fenced 1000-1400, resumed
+		{Instance: instB, From: at(3800), To: at(6000)},
+	}
+	wantPass(t, ServingGap(serving, at(0), at(6000), time.Second))
+	wantFail(t, ServingGap(serving, at(0), at(6000), 500*time.Millisecond), 1, "for 800ms")
+	// Nobody serving at the end of the window counts too.
+	wantFail(t, ServingGap(serving, at(0), at(8000), time.Second), 1, "for 2s")
+	// Overlapping intervals are merged.
+	wantPass(t, ServingGap([]Interval{{From: at(0), To: at(2000)}, {From: at(500), To: at(900)}, {From: at(1900), To: at(4000)}}, at(0), at(4000), 10*time.Millisecond))
+}

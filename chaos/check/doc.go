@@ -1,0 +1,23 @@
+// Package check holds the invariant checkers of the chaos harness. Each is a pure
+// function over what a scenario recorded: the client history (bench.Op: invoke and
+// complete times, result, the instance that answered) and the lease or engine events
+// the harness observed. None of them talks to a broker or reads a clock, so each is
+// unit-tested on synthetic histories that pass and histories that fail.
+//
+// The checkers (docs/chaos.md explains each rule and why it is the right one):
+//
+//   - ZeroFailures: every call succeeded (clean handovers).
+//   - AnsweredAfterTakeover: every call invoked at least a takeover window after a
+//     fault succeeded.
+//   - AnsweredOnlyBy: every call invoked after a moment was answered, and only by the
+//     given instance (a paused holder that resumed answers nothing).
+//   - NoOverlap: no two instances were provably accepting calls at the same time for
+//     longer than the designed handover overlap, judged from the recorded calls alone.
+//   - Linearizable: the keyvalue history is linearizable per key (porcupine).
+//   - NoLeaks: no goroutine and no child process outlived the scenario.
+//   - FencedWithin, TakeoverAfterSilence, MaxGap: the timing promises of fencing,
+//     takeover and cluster fail-over, judged from observed events.
+//
+// A Result names the checker, says whether it passed, and lists a bounded number of
+// violations, each naming the operation or event that proves it.
+package check

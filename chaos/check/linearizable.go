@@ -1,0 +1,138 @@
+package check
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/abi-engine/engine/bench"
+	"github.com/abi-engine/engine/protocol"
+	"github.com/anishathalye/porcupine"
+)
+
+// register is the state of one keyvalue key: absent, or holding the value whose
+// bench.ValueHash is hash.
+type register struct {
+	found bool
+	hash  uint64
+}
+
+type kvInput struct {
+	kind string // protocol.OpSet, OpGet or OpDelete
+	hash uint64 // value written by a set
+}
+
+type kvOutput struct {
+	found bool
+	hash  uint64
+}
+
+// registerModel is a keyvalue register per key. Histories are partitioned by key
+// before they reach it, so its state is one register.
+var registerModel = porcupine.Model{
+	Init: func() any { return register{} },
+	Step: func(state, input, output any) (bool, any) {
+		st := state.(register)
+		in := input.(kvInput)
+		switch in.kind {
+		case protocol.OpSet:
+			return true, register{found: true, hash: in.hash}
+		case protocol.OpDelete:
+			return true, register{}
+		default: // get
+			out := output.(kvOutput)
+			if out.found != st.found || (out.found && out.hash != st.hash) {
+				return false, st
+			}
+			return true, st
+		}
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(kvInput)
+		switch in.kind {
+		case protocol.OpGet:
+			out := output.(kvOutput)
+			if !out.found {
+				return "get -> missing"
+			}
+			return fmt.Sprintf("get -> %016x", out.hash)
+		case protocol.OpSet:
+			return fmt.Sprintf("set %016x", in.hash)
+		}
+		return in.kind
+	},
+}
+
+// operations turns the keyvalue calls of h into porcupine operations per key, on a
+// nanosecond time line starting at the earliest invocation.
+//
+// A call that failed without running (no responders, a fenced engine's retryable
+// UNAVAILABLE) never happened and is left out. A write whose outcome is unknown
+// (Indefinite: a timeout, a lost connection) may have taken effect at any moment after
+// its invocation, so it gets porcupine's convention for an open call: a return time of
+// infinity (math.MaxInt64). A read that failed constrains nothing and is left out.
+func operations(h []bench.Op) map[string][]porcupine.Operation {
+	var base time.Time
+	for _, op := range h {
+		if base.IsZero() || op.Invoke.Before(base) {
+			base = op.Invoke
+		}
+	}
+	byKey := map[string][]porcupine.Operation{}
+	for _, op := range h {
+		if op.Kind != protocol.OpSet && op.Kind != protocol.OpGet && op.Kind != protocol.OpDelete {
+			continue
+		}
+		ret := int64(op.Complete.Sub(base))
+		if op.Failed() {
+			if !op.Indefinite || op.Kind == protocol.OpGet {
+				continue
+			}
+			ret = math.MaxInt64
+		}
+		byKey[op.Key] = append(byKey[op.Key], porcupine.Operation{
+			ClientId: op.Worker,
+			Input:    kvInput{kind: op.Kind, hash: op.Input},
+			Call:     int64(op.Invoke.Sub(base)),
+			Output:   kvOutput{found: op.Found, hash: op.Output},
+			Return:   ret,
+		})
+	}
+	return byKey
+}
+
+// Linearizable checks that the keyvalue history (sets, gets and deletes, seeding and
+// cleanup included) is linearizable as one register per key, with porcupine. Every key
+// starts absent: a scenario uses keys of its own. timeout bounds the search over all
+// keys; a key left undecided when it runs out fails the check, named as such.
+func Linearizable(h []bench.Op, timeout time.Duration) Result {
+	byKey := operations(h)
+	keys := make([]string, 0, len(byKey))
+	ops := 0
+	for k, o := range byKey {
+		keys = append(keys, k)
+		ops += len(o)
+	}
+	sort.Strings(keys)
+	var v violations
+	undecided := 0
+	per := timeout
+	if len(keys) > 0 {
+		per = max(timeout/time.Duration(len(keys)), 100*time.Millisecond)
+	}
+	for _, k := range keys {
+		switch porcupine.CheckOperationsTimeout(registerModel, byKey[k], per) {
+		case porcupine.Illegal:
+			v.add("key %q: its %d operations have no linearization (a read saw a value no order of the writes explains)", k, len(byKey[k]))
+		case porcupine.Unknown:
+			undecided++
+			v.add("key %q: %d operations not decided within %s", k, len(byKey[k]), per)
+		}
+	}
+	summary := fmt.Sprintf("%d keyvalue operations over %d keys, linearizable", ops, len(keys))
+	if v.count > 0 {
+		summary = fmt.Sprintf("%d of %d keys not linearizable (%d undecided) over %d operations", v.count-undecided, len(keys), undecided, ops)
+	}
+	return v.result("linearizable", summary)
+}

@@ -1,0 +1,37 @@
+// Package chaos proves the engine's promises under faults. A scenario starts real
+// engines (child processes of the abi-engine binary, or engines in this process where
+// that is enough) against a real broker or a 3-node cluster, drives keyvalue traffic
+// through package bench with every call recorded (invoke and complete times, result,
+// the instance that answered), injects faults on a schedule drawn from a seed, and
+// checks invariants over what was recorded (package check):
+//
+//   - no failed call across clean handovers;
+//   - every call sent after a crash's takeover window answered;
+//   - no two engines answering outside the designed handover overlap;
+//   - the keyvalue history linearizable across handovers, crashes and pauses;
+//   - no goroutine and no process left behind;
+//   - and the timing promises: fencing within lease/2 of a cut, takeover only after a
+//     full silent lease, at most one lease without a serving engine when a cluster
+//     node is lost.
+//
+// The faults: SIGKILL, SIGSTOP and SIGCONT of an engine process, SIGTERM handovers,
+// panics injected into each of an engine's actors, a broker restart on the same port
+// and store, the loss of each node of a cluster (the lease stream's leader first),
+// a TCP proxy between one engine and the broker that cuts or slows it, and a foreign
+// value written into the lease key.
+//
+// Run runs one scenario and returns its Report (package report): a text table, a JSON
+// document and an SVG timeline of throughput, latency and lease events.
+// `abi-engine chaos --scenario S --duration D --seed N` calls it; the same command with
+// the same seed replays the same fault schedule. docs/chaos.md describes every
+// scenario and checker.
+//
+// Usage:
+//
+//	rep, err := chaos.Run(ctx, "kill-holder", chaos.Options{
+//		Duration: time.Minute, Seed: 7, Binary: "/usr/local/bin/abi-engine", Out: "chaos-out",
+//	})
+//	if err != nil { ... } // the scenario could not be set up
+//	rep.Table(os.Stdout)
+//	if !rep.Passed { os.Exit(1) }
+package chaos

@@ -1,0 +1,491 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/abi-engine/engine/bench"
+	"github.com/abi-engine/engine/chaos/broker"
+	"github.com/abi-engine/engine/chaos/check"
+	"github.com/abi-engine/engine/chaos/fault"
+	"github.com/abi-engine/engine/chaos/report"
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/nats-io/nats.go"
+)
+
+// leaseStream is the JetStream stream behind the lease bucket.
+const leaseStream = "KV_" + jetstreamstore.DefaultBucket
+
+// harness is one scenario run: the broker, the engines, the traffic, the observer of
+// the lease, what was recorded, and everything to tear down.
+type harness struct {
+	ctx    context.Context
+	sc     Scenario
+	opts   Options
+	rng    *rand.Rand
+	lease  time.Duration
+	work   string
+	logDir string
+	start  time.Time
+
+	srv      *broker.Server
+	cluster  *broker.Cluster
+	url      string
+	replicas int
+
+	nc      *nats.Conn
+	rec     *bench.Recorder
+	traffic *traffic
+
+	mu      sync.Mutex
+	events  []report.Event
+	leaseEv []check.LeaseEvent
+	checks  []check.Result
+	members []member
+	proxies []*fault.Proxy
+	jobs    []bench.Op // runs of the probe job, as instants
+
+	observer *observer
+	nextName int
+}
+
+func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
+	return &harness{
+		ctx:      ctx,
+		sc:       sc,
+		opts:     opts,
+		rng:      newRand(opts.Seed, sc.Name),
+		lease:    opts.Lease,
+		work:     work,
+		logDir:   logDir,
+		start:    time.Now(),
+		rec:      bench.NewRecorder(true),
+		replicas: 1,
+	}
+}
+
+// logf writes a progress line with the time since the start.
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(h.opts.Log, "  +%7.3fs %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// event records an event now and logs it.
+func (h *harness) event(kind, subject, format string, args ...any) time.Time {
+	now := time.Now()
+	detail := fmt.Sprintf(format, args...)
+	h.mu.Lock()
+	h.events = append(h.events, report.Event{At: now, Kind: kind, Subject: subject, Detail: detail})
+	h.mu.Unlock()
+	h.logf("%s %s: %s", kind, subject, detail)
+	return now
+}
+
+// fault records an injected fault.
+func (h *harness) fault(subject, format string, args ...any) time.Time {
+	return h.event(report.KindFault, subject, format, args...)
+}
+
+// check records checker results.
+func (h *harness) check(rs ...check.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks = append(h.checks, rs...)
+}
+
+// expect records a result for a fact the scenario established itself.
+func (h *harness) expect(name string, ok bool, format string, args ...any) {
+	r := check.Result{Name: name, Passed: ok, Summary: fmt.Sprintf(format, args...)}
+	if !ok {
+		r.Count, r.Details = 1, []string{r.Summary}
+	}
+	h.check(r)
+}
+
+// sleep waits d as part of the fault schedule, or until the run is cancelled.
+func (h *harness) sleep(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-h.ctx.Done():
+		return h.ctx.Err()
+	}
+}
+
+// between draws a duration uniformly from [lo, hi).
+func (h *harness) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(h.rng.Int64N(int64(hi-lo)))
+}
+
+// waitFor is the harness's one bounded wait: it polls cond every 5 ms until it holds,
+// within runs out, or the run is cancelled.
+func (h *harness) waitFor(within time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, within)
+		}
+		select {
+		case <-tick.C:
+		case <-h.ctx.Done():
+			return fmt.Errorf("%s: %w", what, h.ctx.Err())
+		}
+	}
+	return nil
+}
+
+// cycles reports whether the scenario should run another fault cycle: the fixed CI
+// count when no duration was asked for, else until the duration has passed (and at
+// least one cycle).
+func (h *harness) cycles(done, ciCount int) bool {
+	if h.ctx.Err() != nil {
+		return false
+	}
+	if h.opts.Duration <= 0 {
+		return done < ciCount
+	}
+	return done == 0 || time.Since(h.start) < h.opts.Duration
+}
+
+// startBroker starts a single JetStream broker.
+func (h *harness) startBroker() error {
+	srv, err := broker.Start(filepath.Join(h.work, "broker"))
+	if err != nil {
+		return err
+	}
+	h.srv, h.url = srv, srv.URL()
+	h.event(report.KindStep, "broker", "started at %s", srv.URL())
+	return h.connect()
+}
+
+// startCluster starts a 3-node cluster; the buckets get 3 replicas.
+func (h *harness) startCluster() error {
+	ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
+	defer cancel()
+	c, err := broker.StartCluster(ctx, filepath.Join(h.work, "cluster"))
+	if err != nil {
+		return err
+	}
+	h.cluster, h.url, h.replicas = c, c.URLs(), 3
+	h.event(report.KindStep, "cluster", "3 nodes ready at %s", c.URLs())
+	return h.connect()
+}
+
+// connect opens the harness's own connection (traffic and observer), which reconnects
+// forever, and starts watching the lease.
+func (h *harness) connect() error {
+	nc, err := nats.Connect(h.url,
+		nats.Name("abi-engine chaos harness"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond),
+		nats.ReconnectJitter(0, 0),
+		nats.Timeout(2*time.Second),
+		nats.RetryOnFailedConnect(false),
+	)
+	if err != nil {
+		return fmt.Errorf("connect the harness to %s: %w", h.url, err)
+	}
+	h.nc = nc
+	ob, err := h.observe()
+	if err != nil {
+		return err
+	}
+	h.observer = ob
+	return nil
+}
+
+// transport is the traffic's client: the default retry policy unless Options say.
+func (h *harness) transport() (*client.Transport, error) {
+	var opts []client.Option
+	if h.opts.Retry != nil {
+		opts = append(opts, client.WithRetryPolicy(*h.opts.Retry))
+	}
+	return client.NewTransport(h.nc, opts...)
+}
+
+// traffic is the load running through bench.
+type traffic struct {
+	stop chan struct{}
+	done chan struct{}
+	rep  *bench.Report
+	err  error
+}
+
+// startTraffic starts the load; stopTraffic ends it.
+func (h *harness) startTraffic() error {
+	tr, err := h.transport()
+	if err != nil {
+		return err
+	}
+	t := &traffic{stop: make(chan struct{}), done: make(chan struct{})}
+	cfg := trafficConfig(h.opts)
+	go func() {
+		defer close(t.done)
+		t.rep, t.err = bench.Run(context.WithoutCancel(h.ctx), tr, cfg, bench.WithRecorder(h.rec), bench.StopOn(t.stop))
+	}()
+	h.traffic = t
+	h.event(report.KindStep, "traffic", "%d workers, keyvalue %s over %d keys", cfg.Concurrency, cfg.Workload, cfg.Keys)
+	return nil
+}
+
+// stopTraffic ends the load: no new call, the calls in flight complete, the keys are
+// deleted. It is idempotent.
+func (h *harness) stopTraffic() error {
+	t := h.traffic
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.stop:
+	default:
+		close(t.stop)
+		h.event(report.KindStep, "traffic", "stopping")
+	}
+	<-t.done
+	return t.err
+}
+
+// jobRun records a run of the probe job by instance.
+func (h *harness) jobRun(instance string) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.jobs = append(h.jobs, bench.Op{Kind: "job", Key: "chaos-probe", Instance: instance, Invoke: now, Complete: now})
+}
+
+// jobRuns are the probe job's runs so far.
+func (h *harness) jobRuns() []bench.Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bench.Op(nil), h.jobs...)
+}
+
+// history is every call recorded so far.
+func (h *harness) history() []bench.Op { return h.rec.History() }
+
+// addMember registers an engine for monitoring, reporting and teardown.
+func (h *harness) addMember(m member) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.members = append(h.members, m)
+}
+
+// name gives the next engine's name.
+func (h *harness) name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextName++
+	return fmt.Sprintf("engine-%d", h.nextName)
+}
+
+// proxy puts a TCP proxy in front of the broker (a single one) for one engine.
+func (h *harness) proxy() (*fault.Proxy, error) {
+	if h.srv == nil {
+		return nil, errors.New("a proxy needs the single broker")
+	}
+	p, err := fault.NewProxy(h.srv.Addr())
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.proxies = append(h.proxies, p)
+	h.mu.Unlock()
+	return p, nil
+}
+
+// serving lists when each engine served, from the monitors.
+func (h *harness) serving() []check.Interval {
+	var out []check.Interval
+	for _, m := range h.allMembers() {
+		out = append(out, m.servingIntervals()...)
+	}
+	return out
+}
+
+func (h *harness) allMembers() []member {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]member(nil), h.members...)
+}
+
+// leaseEvents is every lease value the observer saw.
+func (h *harness) leaseEvents() []check.LeaseEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]check.LeaseEvent(nil), h.leaseEv...)
+}
+
+// holderAt is the lease holder the observer saw at t ("" when free or not yet seen).
+func (h *harness) holderAt(t time.Time) string {
+	holder := ""
+	for _, e := range h.leaseEvents() {
+		if e.At.After(t) {
+			break
+		}
+		holder = e.Holder
+	}
+	return holder
+}
+
+// teardown stops everything the run started, in order: traffic, engines, proxies,
+// the observer, the connection, the broker. It is safe after a failed setup.
+func (h *harness) teardown() {
+	if err := h.stopTraffic(); err != nil {
+		h.logf("traffic: %v", err)
+	}
+	members := h.allMembers()
+	// Every engine still running hands over or stops; processes get a grace period.
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() { m.stop() })
+	}
+	wg.Wait()
+	h.mu.Lock()
+	proxies := h.proxies
+	h.mu.Unlock()
+	for _, p := range proxies {
+		if err := p.Close(); err != nil {
+			h.logf("proxy: %v", err)
+		}
+	}
+	if h.observer != nil {
+		h.observer.stop()
+	}
+	if h.nc != nil {
+		h.nc.Close()
+	}
+	if h.srv != nil {
+		h.srv.Stop()
+	}
+	if h.cluster != nil {
+		h.cluster.Stop()
+	}
+}
+
+// procRecords lists the processes started, for the leak check.
+func (h *harness) procRecords() []check.Proc {
+	var out []check.Proc
+	for _, m := range h.allMembers() {
+		if p, ok := m.(*procMember); ok {
+			out = append(out, check.Proc{Name: p.nm, PID: p.p.PID(), Exited: p.p.Exited(), ExitCode: p.p.ExitCode()})
+		}
+	}
+	return out
+}
+
+// report assembles the run's report (without the leak check, which runs after it).
+func (h *harness) report(runErr error) *Report {
+	elapsed := time.Since(h.start)
+	hist := h.history()
+	sum := h.rec.Summary()
+	r := &Report{
+		Scenario:    h.sc.Name,
+		Description: h.sc.Description,
+		Seed:        h.opts.Seed,
+		Duration:    h.opts.Duration,
+		Lease:       h.lease,
+		Command:     Command(h.sc.Name, h.opts),
+		Start:       h.start,
+		Elapsed:     elapsed,
+		Traffic:     sum,
+	}
+	if h.traffic != nil && h.traffic.rep != nil {
+		r.Throughput = h.traffic.rep.Throughput
+	}
+	if runErr != nil {
+		r.Error = runErr.Error()
+	}
+	h.mu.Lock()
+	r.Checks = append(r.Checks, h.checks...)
+	r.Events = append(r.Events, h.events...)
+	h.mu.Unlock()
+	sort.SliceStable(r.Events, func(i, j int) bool { return r.Events[i].At.Before(r.Events[j].At) })
+	for _, m := range h.allMembers() {
+		r.Instances = append(r.Instances, m.info())
+	}
+	r.BucketWidth, r.Series = report.Series(hist, h.start, elapsed)
+	return r
+}
+
+// observer watches the lease key and records every value it sees.
+type observer struct {
+	w      lease.Watcher
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *harness) observe() (*observer, error) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(h.ctx))
+	openCtx, openCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer openCancel()
+	store, err := jetstreamstore.Open(openCtx, h.nc, jetstreamstore.Config{Replicas: h.replicas})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("open the lease bucket to watch it: %w", err)
+	}
+	w, err := store.Watch(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch the lease: %w", err)
+	}
+	o := &observer{w: w, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		last := "\x00" // no holder seen yet
+		for rec := range w.Updates() {
+			holder := ""
+			switch {
+			case rec.Free():
+			case rec.Holder.Known():
+				holder = rec.Holder.InstanceID
+			default:
+				holder = check.ForeignHolder
+			}
+			now := time.Now()
+			h.mu.Lock()
+			h.leaseEv = append(h.leaseEv, check.LeaseEvent{At: now, Revision: rec.Revision, Holder: holder})
+			h.mu.Unlock()
+			if holder != last {
+				last = holder
+				h.event(report.KindLease, "lease", "%s (revision %d)", h.describeHolder(holder), rec.Revision)
+			}
+		}
+	}()
+	return o, nil
+}
+
+func (o *observer) stop() {
+	o.cancel()
+	o.w.Stop()
+	<-o.done
+}
+
+// describeHolder names a holder by engine name where the harness knows it.
+func (h *harness) describeHolder(id string) string {
+	switch id {
+	case "":
+		return "free"
+	case check.ForeignHolder:
+		return "foreign value"
+	}
+	for _, m := range h.allMembers() {
+		if m.id() == id {
+			return fmt.Sprintf("held by %s (%s)", m.name(), report.Short(id))
+		}
+	}
+	return "held by " + report.Short(id)
+}

@@ -1,0 +1,284 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/abi-engine/engine/bench"
+	"github.com/abi-engine/engine/chaos/check"
+	"github.com/abi-engine/engine/chaos/report"
+	"github.com/abi-engine/engine/client"
+	"go.uber.org/goleak"
+)
+
+// Report is the outcome of a scenario (see package report).
+type Report = report.Report
+
+// Options shape a run. The zero value runs a scenario's short CI schedule with seed 0.
+type Options struct {
+	// Duration is how long the scenario keeps injecting faults; it repeats its fault
+	// cycle until then. 0 runs the scenario's short fixed schedule (what CI runs).
+	Duration time.Duration
+	// Seed draws the fault schedule (which engine, when, how long) and the traffic's
+	// keys and values. The same scenario, duration and seed replay the same schedule.
+	Seed int64
+	// Binary is the abi-engine binary the process scenarios run; those scenarios fail
+	// to start without it.
+	Binary string
+	// Out, when set, is a directory that receives report.json, timeline.svg,
+	// history.json (every call recorded, one JSON object a line) and the engines' logs
+	// (logs/). Without it the logs are discarded with the run's temporary directory.
+	Out string
+	// Log receives a line per step of the scenario as it happens; nil discards them.
+	Log io.Writer
+	// Lease is the engines' lease period (1 s unless set; whole or fractional seconds,
+	// at least 1 s).
+	Lease time.Duration
+	// Concurrency is the number of traffic workers (8 unless set).
+	Concurrency int
+	// Retry replaces the client's retry policy (client.DefaultRetryPolicy unless set).
+	// A policy with Window 0 turns the no-responders retry off, which shows what it
+	// hides: calls fail in every handover.
+	Retry *client.RetryPolicy
+}
+
+func (o Options) withDefaults() Options {
+	if o.Lease <= 0 {
+		o.Lease = time.Second
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	return o
+}
+
+// Scenario is one fault schedule with the invariants it checks.
+type Scenario struct {
+	Name        string
+	Description string
+	// Processes is true when the scenario runs the abi-engine binary (Options.Binary).
+	Processes bool
+	// Cluster is true when the scenario runs a 3-node cluster, whose start alone takes
+	// up to about ten seconds.
+	Cluster bool
+	run     func(*harness) error
+}
+
+// Scenarios lists every scenario, in the order CI runs them.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{
+			Name:        "rolling-deploy",
+			Description: "engine processes of successive rollouts replace each other by SIGTERM handovers under traffic; no call may fail",
+			Processes:   true,
+			run:         rollingDeploy,
+		},
+		{
+			Name:        "kill-holder",
+			Description: "the serving engine process is SIGKILLed and a replacement started; every call after the takeover window must be answered",
+			Processes:   true,
+			run:         killHolder,
+		},
+		{
+			Name:        "pause-holder",
+			Description: "the serving engine process is SIGSTOPped for longer than a lease while a standby takes over, then SIGCONTed: it must answer nothing more and exit as lost",
+			Processes:   true,
+			run:         pauseHolder,
+		},
+		{
+			Name:        "partition",
+			Description: "the holder's connection to the broker is slowed, then cut through a TCP proxy: it must fence within lease/2, the standby take over only after a full lease, and the history stay linearizable",
+			run:         partition,
+		},
+		{
+			Name:        "broker-restart",
+			Description: "the broker is stopped and restarted on the same port and store under traffic; the engines ride through it",
+			run:         brokerRestart,
+		},
+		{
+			Name:        "actor-kills",
+			Description: "each of the engines' actors (ownership, renewer, fencer, contender, primaries, transfer host, a transfer session, overflow, root, jobs) is made to panic under traffic; no call may fail and the holder stays",
+			run:         actorKills,
+		},
+		{
+			Name:        "foreign-value",
+			Description: "a value no engine wrote is put into the lease key: the holder loses the lease and stops, the standby takes over after a silent lease",
+			run:         foreignValue,
+		},
+		{
+			Name:        "cluster-node-loss",
+			Description: "on a 3-node cluster with R3 buckets each node is lost in turn, the lease stream's leader first: at most one lease period without a serving engine",
+			Cluster:     true,
+			run:         clusterNodeLoss,
+		},
+	}
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Names lists the scenarios' names.
+func Names() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// ErrUnknownScenario is returned by Run for a name Scenarios does not list.
+var ErrUnknownScenario = errors.New("chaos: unknown scenario")
+
+// Command is the command line that reproduces a run.
+func Command(name string, opts Options) string {
+	cmd := fmt.Sprintf("abi-engine chaos --scenario %s --duration %s --seed %d", name, opts.Duration, opts.Seed)
+	if opts.Lease > 0 && opts.Lease != time.Second {
+		cmd += fmt.Sprintf(" --lease %s", opts.Lease)
+	}
+	return cmd
+}
+
+// Run runs the scenario called name and returns its report. The error is for a run
+// that could not be set up (unknown scenario, no binary, no directory); a scenario that
+// broke down halfway returns a report whose Error says why, judged on what was recorded
+// until then. With opts.Out set, Run also writes report.json and timeline.svg there.
+func Run(ctx context.Context, name string, opts Options) (*Report, error) {
+	sc, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Names(), ", "))
+	}
+	opts = opts.withDefaults()
+	if opts.Lease < time.Second {
+		return nil, fmt.Errorf("chaos: lease %s is shorter than the engine's minimum of 1s", opts.Lease)
+	}
+	if sc.Processes && opts.Binary == "" {
+		return nil, fmt.Errorf("chaos: scenario %q runs engine processes and needs the abi-engine binary (Options.Binary)", name)
+	}
+	work, err := os.MkdirTemp("", "abi-chaos-"+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: work directory: %w", err)
+	}
+	defer os.RemoveAll(work)
+	logDir := filepath.Join(work, "logs")
+	if opts.Out != "" {
+		logDir = filepath.Join(opts.Out, "logs")
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("chaos: log directory: %w", err)
+	}
+
+	// Whatever runs now belongs to the caller; whatever runs after the teardown that
+	// did not run now is a leak.
+	before := goleak.IgnoreCurrent()
+	h := newHarness(ctx, sc, opts, work, logDir)
+	fmt.Fprintf(opts.Log, "chaos %s: seed %d, lease %s, duration %s\n", name, opts.Seed, opts.Lease, opts.Duration)
+	runErr := sc.run(h)
+	if runErr != nil {
+		h.logf("scenario stopped: %v", runErr)
+	}
+	h.teardown()
+	rep := h.report(runErr)
+	rep.Checks = append(rep.Checks, check.NoLeaks(leftoverGoroutines(before), h.procRecords()))
+	rep.Finish()
+	fmt.Fprintf(opts.Log, "chaos %s: %s\n", name, map[bool]string{true: "passed", false: "FAILED"}[rep.Passed])
+	if opts.Out != "" {
+		if err := writeFiles(opts.Out, rep, h.history()); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// leftoverGoroutines lists the goroutines goleak finds beyond those running before.
+func leftoverGoroutines(before goleak.Option) []string {
+	err := goleak.Find(before)
+	if err == nil {
+		return nil
+	}
+	parts := strings.Split(err.Error(), "\n\n")
+	var out []string
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" && strings.Contains(p, "oroutine") {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{err.Error()}
+	}
+	return out
+}
+
+// writeFiles writes the report, its timeline and the recorded history into dir.
+func writeFiles(dir string, rep *Report, hist []bench.Op) error {
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"report.json", rep.WriteJSON},
+		{"timeline.svg", rep.WriteSVG},
+		{"history.json", func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for _, op := range hist {
+				if err := enc.Encode(op); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		file, err := os.Create(filepath.Join(dir, f.name))
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		werr := f.write(file)
+		cerr := file.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			return fmt.Errorf("chaos: write %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// newRand is the scenario's random source: the seed, mixed with the scenario's name so
+// that two scenarios with one seed do not share a schedule.
+func newRand(seed int64, name string) *rand.Rand {
+	f := fnv.New64a()
+	f.Write([]byte(name))
+	return rand.New(rand.NewPCG(uint64(seed), f.Sum64()))
+}
+
+// trafficConfig is the load every scenario drives: the mixed keyvalue workload, random
+// keys shared by all workers, half sets and half gets, a history for the
+// linearizability checker.
+func trafficConfig(opts Options) bench.Config {
+	cfg := bench.DefaultConfig()
+	cfg.Workload = bench.WorkloadMixed
+	cfg.Concurrency = opts.Concurrency
+	cfg.Keys = 32
+	cfg.PayloadBytes = 32
+	cfg.Duration, cfg.Count = 0, 0
+	cfg.Timeout = max(3*time.Second, 3*opts.Lease)
+	cfg.Seed = opts.Seed
+	cfg.KeyPrefix = ""
+	cfg.Cleanup = true
+	return cfg
+}
