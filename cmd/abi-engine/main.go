@@ -135,6 +135,8 @@ Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
 		c.callCommand(),
 		c.configCommand(),
 		c.versionCommand(),
+		c.benchCommand(),
+		c.chaosCommand(),
 	)
 	return root
 }

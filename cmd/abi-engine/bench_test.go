@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	engine "github.com/abi-engine/engine"
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/natstest"
+)
+
+// servingEngine loads an in-process engine with memory backends against url.
+func servingEngine(t *testing.T, url string) *engine.Engine {
+	t.Helper()
+	cfg := config.Default()
+	cfg.NATS.URL = url
+	cfg.HTTP.Listen = ""
+	cfg.Services.KeyValue.Adapter = config.KeyValueMemory
+	cfg.Services.ObjectStorage.Adapter = config.ObjectStorageMemory
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		_ = e.Shutdown(sctx)
+	})
+	return e
+}
+
+func TestBenchAgainstAServingEngine(t *testing.T) {
+	srv := natstest.Start(t)
+	servingEngine(t, srv.URL())
+	out := filepath.Join(t.TempDir(), "report.json")
+	r := runCLI(t, nil, "bench", "--nats", srv.URL(), "--count", "200", "--concurrency", "4", "--raw", "--json", out)
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "keyvalue", "engine/raw NATS")
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Ops        int64 `json:"ops"`
+		Mismatches int64 `json:"mismatches"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, data)
+	}
+	if rep.Ops < 200 || rep.Mismatches != 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+}
+
+func TestBenchAndChaosUsage(t *testing.T) {
+	wantCode(t, runCLI(t, nil, "bench", "--concurrency", "0", "--nats", "nats://127.0.0.1:1"), exitUsage)
+	r := runCLI(t, nil, "chaos", "--scenario", "nope")
+	wantCode(t, r, exitUsage)
+	wantContains(t, "stderr", r.stderr, "rolling-deploy")
+	wantCode(t, runCLI(t, nil, "chaos"), exitUsage)
+}
+
+func TestChaosScenarioRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs engines for seconds")
+	}
+	out := t.TempDir()
+	r := runCLI(t, nil, "chaos", "--scenario", "foreign-value", "--seed", "3", "--out", out)
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "foreign-value")
+	for _, f := range []string{"report.json", "timeline.svg"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("no %s: %v", f, err)
+		}
+	}
+}
