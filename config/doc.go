@@ -79,8 +79,9 @@
 //   - dsn (postgres; required): the connection string, a postgres:// URL or key=value
 //     form as pgx accepts it. The password may be left out and given by PGPASSWORD or a
 //     .pgpass file, which pgx reads.
-//   - table (postgres; default "abi_keyvalue"): the table, optionally schema.table; each
-//     part letters, digits and '_', not starting with a digit, at most 63 characters.
+//   - table (postgres; default "abi_keyvalue"): the table, created in the connection's
+//     search path; lowercase letters, digits and '_', not starting with a digit, at most
+//     63 characters.
 //
 // services.object_storage.adapter (default jetstream): memory, fs or jetstream. Options:
 //   - root (fs; default "data/objects"): the directory objects are stored under; must

@@ -127,13 +127,15 @@ const (
 	ruleEmbeddedListen = "must be host:port with a port from 0 to 65535"
 	ruleStoreDir       = "must not be empty: the embedded server keeps its JetStream store there"
 	ruleBucket         = "must be a JetStream bucket name: one or more letters, digits, '_' or '-'"
-	ruleTable          = "must be a PostgreSQL table name, optionally schema-qualified (schema.table): letters, digits and '_', not starting with a digit, at most 63 characters a part"
+	ruleTable          = "must be a PostgreSQL table name: lowercase letters, digits and '_', not starting with a digit, at most 63 characters"
 )
 
 var (
 	rolloutIDPattern = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9_.:-]{0,127})?$`)
 	bucketPattern    = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	tablePattern     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$`)
+	// The postgres backend creates the table in the connection's search path and quotes
+	// nothing, so only names that need no quoting are accepted.
+	tablePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 )
 
 // Validate checks every rule of the package documentation and then the shared-backend

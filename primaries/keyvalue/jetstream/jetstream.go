@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultBucket is the bucket a Config without one uses.
-const DefaultBucket = "ABI_KEYVALUE"
+const DefaultBucket = "ABI_KV"
 
 // markerTTL is how long the bucket keeps the markers of expired and deleted keys. Only
 // watchers read markers and this service runs none, so the shortest TTL the server
