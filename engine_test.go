@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/abi-engine/engine/internal/leakcheck"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -23,7 +24,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Known()...) }
 
 // cfg is an engine configuration against url. The lease is short for quick tests but
 // long enough that a loaded machine (the race detector, packages tested in parallel)

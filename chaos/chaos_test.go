@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/abi-engine/engine/internal/leakcheck"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +28,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+	goleak.VerifyTestMain(m, append(leakcheck.Known(), goleak.Cleanup(func(int) {
 		if binDir != "" {
 			os.RemoveAll(binDir)
 		}
-	}))
+	}))...)
 }
 
 // abiEngine builds cmd/abi-engine once per test binary.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/abi-engine/engine/internal/leakcheck"
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
@@ -210,7 +211,7 @@ func Run(ctx context.Context, name string, opts Options) (*Report, error) {
 
 // leftoverGoroutines lists the goroutines goleak finds beyond those running before.
 func leftoverGoroutines(before goleak.Option) []string {
-	err := goleak.Find(before)
+	err := goleak.Find(append(leakcheck.Known(), before)...)
 	if err == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/abi-engine/engine/internal/leakcheck"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeBuiltBinary() }))
+	goleak.VerifyTestMain(m, append(leakcheck.Known(), goleak.Cleanup(func(int) { removeBuiltBinary() }))...)
 }
 
 // lockedBuffer is an output written by the command under test while the test reads it.

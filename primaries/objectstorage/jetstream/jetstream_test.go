@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"fmt"
+	"github.com/abi-engine/engine/internal/leakcheck"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"github.com/abi-engine/engine/primaries/objectstorage/objtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Known()...) }
 
 func TestContract(t *testing.T) {
 	srv := natstest.Start(t)
