@@ -22,7 +22,7 @@ import (
 // serves alone and is a client next to a serving engine.
 func TestClientEngineCreatesNothing(t *testing.T) {
 	srv := natstest.Start(t)
-	work := t.TempDir()    // the client's working directory: must stay empty
+	work := t.TempDir()   // the client's working directory: must stay empty
 	cfgDir := t.TempDir() // its configuration lives elsewhere
 	cfg := engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: freePort(t), WorkingDir: cfgDir}
 	path := filepath.Join(cfgDir, "abi-engine.yaml")
@@ -79,4 +79,3 @@ func TestZeroConfigRun(t *testing.T) {
 		t.Fatalf("the embedded broker's store is not under data/nats: %v", err)
 	}
 }
-
