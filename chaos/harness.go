@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/bench"
-	"github.com/abi-engine/engine/chaos/broker"
+	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/chaos/check"
 	"github.com/abi-engine/engine/chaos/fault"
 	"github.com/abi-engine/engine/chaos/report"

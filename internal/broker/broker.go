@@ -1,11 +1,11 @@
-// Package broker runs the NATS brokers of chaos scenarios in-process: one JetStream
-// server, or a 3-node JetStream cluster, on 127.0.0.1 with random client ports and
-// their stores under a directory the caller owns. A server can be stopped and started
-// again on the same port and store, which is how a scenario restarts the broker or
-// kills a cluster node.
+// Package broker runs nats-servers in-process: one JetStream server, or a 3-node
+// JetStream cluster, on 127.0.0.1 with random client ports and their stores under a
+// directory the caller owns. A server can be stopped and started again on the same port
+// and store, which is how tests and chaos scenarios restart the broker or kill a
+// cluster node.
 //
-// It does what internal/natstest does for tests, without a testing.TB, so that
-// `abi-engine chaos` can run scenarios outside `go test`.
+// It needs no testing.TB, so `abi-engine chaos` runs scenarios outside `go test`;
+// internal/natstest wraps it for tests.
 package broker
 
 import (
@@ -30,18 +30,31 @@ type Server struct {
 	srv  *server.Server
 }
 
+// Option adjusts a server's options before it first starts.
+type Option func(*server.Options)
+
+// WithMaxPayload sets the largest message the server accepts.
+func WithMaxPayload(n int32) Option { return func(o *server.Options) { o.MaxPayload = n } }
+
+// WithoutJetStream starts a core-only server.
+func WithoutJetStream() Option { return func(o *server.Options) { o.JetStream = false } }
+
 // Start starts a JetStream server on 127.0.0.1 with a random client port and its store
 // in dir.
-func Start(dir string) (*Server, error) {
-	s := &Server{opts: &server.Options{
-		ServerName: "chaos",
+func Start(dir string, opts ...Option) (*Server, error) {
+	o := &server.Options{
+		ServerName: "abi-broker",
 		Host:       "127.0.0.1",
 		Port:       -1,
 		NoLog:      true,
 		NoSigs:     true,
 		JetStream:  true,
 		StoreDir:   dir,
-	}}
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	s := &Server{opts: o}
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
@@ -103,13 +116,17 @@ func (s *Server) Running() bool {
 // URL is the client URL, stable across restarts.
 func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
 
+// Port is the client port, stable across restarts.
+func (s *Server) Port() int { return s.opts.Port }
+
 // Addr is host:port of the client listener, stable across restarts.
 func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.opts.Port) }
 
 // Name is the server's name.
 func (s *Server) Name() string { return s.opts.ServerName }
 
-func (s *Server) raw() *server.Server {
+// Raw is the running nats-server, nil while stopped.
+func (s *Server) Raw() *server.Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.srv
@@ -142,7 +159,7 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 			NoSigs:     true,
 			JetStream:  true,
 			StoreDir:   filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			Cluster:    server.ClusterOpts{Name: "chaos", Host: "127.0.0.1", Port: ports[i]},
+			Cluster:    server.ClusterOpts{Name: "abi-broker", Host: "127.0.0.1", Port: ports[i]},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
 		}}
 		if err := s.Start(); err != nil {
@@ -216,7 +233,7 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 func (c *Cluster) ready() bool {
 	var running []*server.Server
 	for _, s := range c.Nodes {
-		if r := s.raw(); r != nil {
+		if r := s.Raw(); r != nil {
 			running = append(running, r)
 		}
 	}
@@ -235,7 +252,7 @@ func (c *Cluster) ready() bool {
 // -1 when no running node does.
 func (c *Cluster) StreamLeader(stream string) int {
 	for i, s := range c.Nodes {
-		if r := s.raw(); r != nil && r.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+		if r := s.Raw(); r != nil && r.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
 			return i
 		}
 	}
@@ -247,7 +264,7 @@ func (c *Cluster) StreamLeader(stream string) int {
 func (c *Cluster) StreamCurrent(stream string) bool {
 	leader := false
 	for _, s := range c.Nodes {
-		r := s.raw()
+		r := s.Raw()
 		if r == nil {
 			continue
 		}
