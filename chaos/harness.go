@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/bench"
-	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/chaos/check"
 	"github.com/abi-engine/engine/chaos/fault"
 	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/nats-io/nats.go"
