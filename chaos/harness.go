@@ -329,6 +329,21 @@ func (h *harness) leaseEvents() []check.LeaseEvent {
 	return append([]check.LeaseEvent(nil), h.leaseEv...)
 }
 
+// waitTakeoverObserved waits until the lease observer has recorded an engine other than
+// the holder before from: the checks read the observer's events, which arrive by watch
+// and may trail what an engine already reports about itself.
+func (h *harness) waitTakeoverObserved(from time.Time) {
+	before := h.holderAt(from)
+	_ = h.waitFor(2*h.lease, "the lease observer seeing the takeover", func() bool {
+		for _, e := range h.leaseEvents() {
+			if e.At.After(from) && e.Holder != before && e.Holder != "" && e.Holder != check.ForeignHolder {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // holderAt is the lease holder the observer saw at t ("" when free or not yet seen).
 func (h *harness) holderAt(t time.Time) string {
 	holder := ""

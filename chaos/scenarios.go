@@ -379,6 +379,7 @@ func partition(h *harness) error {
 		restoreAt := h.fault(cur.nm, "proxy restored")
 		faults = append(faults, check.Fault{Name: "cut " + cur.nm, Start: cutAt, End: restoreAt})
 		h.check(check.FencedWithin(cutAt, cur.mon.entered("fenced", cutAt), h.lease/2+h.lease/5))
+		h.waitTakeoverObserved(cutAt)
 		h.check(check.TakeoverAfterSilence(h.leaseEvents(), cutAt, h.lease, observerTolerance))
 		old := cur
 		if err := h.waitFor(5*h.lease, old.nm+" ending as lost", func() bool { return old.mon.current() == stateEnded }); err != nil {
@@ -599,6 +600,7 @@ func foreignValue(h *harness) error {
 		if err := h.waitFor(5*h.lease, standby.nm+" serving", func() bool { return standby.mon.current() == "serving" }); err != nil {
 			return err
 		}
+		h.waitTakeoverObserved(at)
 		h.check(check.TakeoverAfterSilence(h.leaseEvents(), at, h.lease, observerTolerance))
 		cur = standby
 		if h.cycles(n+1, 1) {

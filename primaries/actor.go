@@ -7,6 +7,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/sessions"
 )
 
 // ServeFailed answers actors.Serve when the primary could not subscribe or the broker
@@ -167,6 +168,10 @@ func (p *Primary) roleStopAccepting(to *actor.PID, deadline time.Time) {
 	})
 }
 
+// reconnectBound bounds how long a fencing Stop waits for the connection to come back
+// before it ends the subscriptions anyway.
+const reconnectBound = time.Minute
+
 func (p *Primary) roleStop(to *actor.PID) {
 	// Cancelling needs no lock and no I/O, so running calls stop now even if an earlier
 	// step still waits for the broker.
@@ -174,6 +179,13 @@ func (p *Primary) roleStop(to *actor.PID) {
 		r.cancel(errStopped)
 	}
 	p.step(func(func()) {
+		// A fence often comes with a broker that went away: end the subscriptions once
+		// the connection is back (sessions.WaitConnected says why). Until then nothing
+		// reaches us, and what arrives after the reconnect is refused by the cancelled
+		// run, retryably.
+		wctx, wcancel := context.WithTimeout(context.Background(), reconnectBound)
+		_ = sessions.WaitConnected(wctx, p.cfg.Conn)
+		wcancel()
 		p.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		// Confirming the UNSUB makes the next request get "no responders"; if the

@@ -242,6 +242,9 @@ func (p *Primary) StopAccepting(ctx context.Context) error {
 
 // stopAccepting is StopAccepting; it returns the run it stopped, nil when none accepted.
 func (p *Primary) stopAccepting(ctx context.Context) (*run, error) {
+	// Draining while the connection reconnects leaves a subscription at the broker that
+	// swallows calls (sessions.WaitConnected says how); if ctx ends first, drain anyway.
+	_ = sessions.WaitConnected(ctx, p.cfg.Conn)
 	p.mu.Lock()
 	r := p.accepting()
 	if r == nil {

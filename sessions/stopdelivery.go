@@ -42,16 +42,19 @@ type Drain struct {
 // If the connection is reconnecting, nats.go holds the UNSUB back, so the broker
 // cannot confirm it: end subscriptions while connected.
 func StopDelivery(ctx context.Context, nc *nats.Conn, subs ...*nats.Subscription) (*Drain, error) {
-	d, err := beginDrain(nc, subs)
+	d, err := beginDrain(ctx, nc, subs)
 	if cerr := d.confirm(ctx); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	return d, err
 }
 
-// beginDrain writes the UNSUBs. Listeners are registered before the drain starts so the
-// closing of a subscription that drains at once is not missed.
-func beginDrain(nc *nats.Conn, subs []*nats.Subscription) (*Drain, error) {
+// beginDrain writes the UNSUBs, once the connection is up (WaitConnected says why; if
+// ctx ends first it drains anyway and the confirmation reports the failure). Listeners
+// are registered before the drain starts so the closing of a subscription that drains
+// at once is not missed.
+func beginDrain(ctx context.Context, nc *nats.Conn, subs []*nats.Subscription) (*Drain, error) {
+	_ = WaitConnected(ctx, nc)
 	d := &Drain{nc: nc}
 	var errs []error
 	for _, s := range subs {

@@ -380,7 +380,7 @@ func (h *TransferHost) StopAccepting(ctx context.Context) error {
 	if sub := h.openSub; sub != nil {
 		h.openSub = nil
 		var d *Drain
-		d, err = beginDrain(h.nc, []*nats.Subscription{sub})
+		d, err = beginDrain(ctx, h.nc, []*nats.Subscription{sub})
 		h.mu.Lock()
 		h.openDrain = d
 		h.mu.Unlock()
