@@ -76,7 +76,8 @@ func TestOverflowRepliesThroughAMicroEndpoint(t *testing.T) {
 	srv := smallBroker(t)
 	o := startOverflow(t, connect(t, srv), OverflowConfig{MaxSessions: 1})
 	big := payload(2 * testMaxPayload)
-	svc, err := micro.AddService(connect(t, srv), micro.Config{Name: "big", Version: "1.0.0"})
+	svcConn := connect(t, srv)
+	svc, err := micro.AddService(svcConn, micro.Config{Name: "big", Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +87,10 @@ func TestOverflowRepliesThroughAMicroEndpoint(t *testing.T) {
 			t.Errorf("reply: %v", err)
 		}
 	}), micro.WithEndpointSubject("svc.micro.get")); err != nil {
+		t.Fatal(err)
+	}
+	// The endpoint must be subscribed at the broker before the first call.
+	if err := svcConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	c := newClient(t, connect(t, srv), protocol.OverflowPrefix)
