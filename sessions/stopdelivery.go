@@ -81,10 +81,26 @@ func (d *Drain) confirm(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, confirmTimeout)
 		defer cancel()
 	}
-	if err := d.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("the broker did not confirm the UNSUB of %s: %w", d.subjects(), err)
+	for {
+		err := d.nc.FlushWithContext(ctx)
+		if err == nil {
+			return nil
+		}
+		if d.nc.IsClosed() || ctx.Err() != nil {
+			return fmt.Errorf("the broker did not confirm the UNSUB of %s: %w", d.subjects(), err)
+		}
+		// The connection broke before the broker answered: the UNSUB may have gone with
+		// it, and a subscription the client still holds is sent again on reconnect.
+		// End those again once the connection is back, and confirm again.
+		if werr := WaitConnected(ctx, d.nc); werr != nil {
+			return fmt.Errorf("the broker did not confirm the UNSUB of %s: %w (then %w)", d.subjects(), err, werr)
+		}
+		for _, s := range d.subs {
+			if s.IsValid() {
+				_ = s.Drain()
+			}
+		}
 	}
-	return nil
 }
 
 // Finished reports whether every subscription has handled everything it received (or
