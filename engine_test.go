@@ -407,3 +407,38 @@ func TestLostLeaseEndsTheEngine(t *testing.T) {
 		t.Fatalf("Err = %v", e.Err())
 	}
 }
+
+// A Load that fails after the claim (here: the keyvalue backend cannot be opened) gives
+// the lease up and leaves no subscription behind.
+func TestFailedLoadGivesUpTheLease(t *testing.T) {
+	srv := natstest.Start(t)
+	c := cfg(t, srv.URL(), "serve", "", "memory")
+	c.Services.KeyValue.Adapter = config.KeyValuePostgres
+	c.Services.KeyValue.DSN = "postgres://nobody@127.0.0.1:1/nothing?connect_timeout=1"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.Load(ctx); err == nil || !strings.Contains(err.Error(), "keyvalue") {
+		t.Fatalf("Load = %v, want the keyvalue backend's failure", err)
+	}
+	if r := leaseRecord(t, srv.URL()); !r.Free() {
+		t.Fatalf("lease after a failed Load: %v", r)
+	}
+	select {
+	case <-e.Done():
+	default:
+		t.Fatal("Done not closed after a failed Load")
+	}
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown after a failed Load: %v", err)
+	}
+	// Nobody answers the kernel subjects: a second engine can serve at once.
+	b := newEngine(t, cfg(t, srv.URL(), "serve", "", "memory"))
+	load(t, b)
+}
