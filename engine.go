@@ -485,7 +485,9 @@ func (e *Engine) watchEnd(root *actors.Root) {
 var ErrNoTarget = errors.New("engine: no such actor")
 
 // InjectPanic makes one of the engine's actors panic, as a bug would, for the chaos
-// harness and tests: the actor is restarted in place and nothing it owns is lost.
+// harness and tests: the actor is restarted in place and keeps what its spawner holds
+// (the lease, calls in flight, open sessions), except a transfer session's own actor,
+// whose session ends (its next call is NOT_FOUND).
 // Targets: "root", "ownership", "renewer", "fencer", "contender", "primary:<service>",
 // "transfer:object_storage", "overflow", "jobs", and "session:<session id>" for one
 // transfer session.
