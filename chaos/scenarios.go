@@ -331,26 +331,30 @@ func pauseHolder(h *harness) error {
 	return nil
 }
 
+// holderAndStandby starts the broker, a serving engine (rollout r1) and a standby (r2),
+// each through a proxy of its own when proxied, then the traffic.
+func (h *harness) holderAndStandby(proxied bool) (cur, standby *inproc, err error) {
+	if err := h.startBroker(); err != nil {
+		return nil, nil, err
+	}
+	if cur, err = h.startInproc("r1", proxied); err != nil {
+		return nil, nil, err
+	}
+	if standby, err = h.startInproc("r2", proxied); err != nil {
+		return nil, nil, err
+	}
+	return cur, standby, h.startTraffic()
+}
+
 // partition: every engine reaches the broker through a proxy of its own; the holder's
 // is slowed (it must keep the lease), then cut (it must fence within lease/2, and the
 // standby take over only after a full lease).
 func partition(h *harness) error {
-	if err := h.startBroker(); err != nil {
-		return err
-	}
-	rollout := 1
-	cur, err := h.startInproc("r1", true)
+	cur, standby, err := h.holderAndStandby(true)
 	if err != nil {
 		return err
 	}
-	rollout++
-	standby, err := h.startInproc(fmt.Sprintf("r%d", rollout), true)
-	if err != nil {
-		return err
-	}
-	if err := h.startTraffic(); err != nil {
-		return err
-	}
+	rollout := 2
 	var faults []check.Fault
 	for n := 0; h.cycles(n, 1); n++ {
 		if err := h.sleep(h.between(h.lease/2, h.lease)); err != nil {
@@ -562,22 +566,11 @@ func actorKills(h *harness) error {
 
 // foreignValue: a value no engine wrote goes into the lease key.
 func foreignValue(h *harness) error {
-	if err := h.startBroker(); err != nil {
-		return err
-	}
-	rollout := 1
-	cur, err := h.startInproc("r1", false)
+	cur, standby, err := h.holderAndStandby(false)
 	if err != nil {
 		return err
 	}
-	rollout++
-	standby, err := h.startInproc(fmt.Sprintf("r%d", rollout), false)
-	if err != nil {
-		return err
-	}
-	if err := h.startTraffic(); err != nil {
-		return err
-	}
+	rollout := 2
 	var faults []check.Fault
 	for n := 0; h.cycles(n, 1); n++ {
 		if err := h.sleep(h.between(h.lease/2, h.lease)); err != nil {
