@@ -392,10 +392,14 @@ func (a *ownershipActor) sync(c *actor.Context) {
 	case lease.StateServing:
 		k.gate.Allow(m.LastRenewed().Add(m.Config().FenceAfter()))
 	case lease.StateReleased:
-		if prev.State == lease.StateServing {
+		// Decided once, on the way in: a late timer tick after the release must not
+		// close a draining gate.
+		switch prev.State {
+		case lease.StateServing:
 			// A clean handover: the calls already received are answered.
 			k.gate.Drain()
-		} else {
+		case lease.StateReleased:
+		default:
 			k.gate.Close()
 		}
 	default:

@@ -417,3 +417,22 @@ func TestSubscribeGetsTheCurrentRole(t *testing.T) {
 		}
 	})
 }
+
+// A tick that arrives after the release (a timer that fired late) leaves the draining
+// gate open: the calls already received are still answered.
+func TestLateTickKeepsTheDrainingGateOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		a := startNode(t, store, leasetest.Holder("a", ""))
+		a.waitState(lease.StateServing, time.Second)
+		if _, err := a.o.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.e.Send(a.o.PID(), tick{})
+		a.e.Send(a.o.Child(FencerName), Kill{Reason: "late"}) // a restarted child resyncs too
+		synctest.Wait()
+		if !a.o.Gate().Valid() {
+			t.Fatal("a late tick closed the draining gate")
+		}
+	})
+}
