@@ -69,7 +69,27 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{nc: nc, kv: kv}, nil
+	s := &Store{nc: nc, kv: kv}
+	if err := s.ready(ctx); err != nil {
+		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
+	}
+	return s, nil
+}
+
+// ready waits until the bucket answers reads: on a replicated bucket just created, the
+// replicas that answer direct gets may not be up yet, and a read gets "no responders".
+func (s *Store) ready(ctx context.Context) error {
+	for {
+		_, err := s.Read(ctx)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the bucket does not answer reads yet: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // IsConflict reports whether err is a compare-and-swap conflict from JetStream KV.
