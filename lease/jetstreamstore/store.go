@@ -103,6 +103,29 @@ func IsConflict(err error) bool {
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
+// inFlightRetries bounds how often a write refused with code 10164 is sent again.
+const inFlightRetries = 5
+
+// retryInFlight runs a conditional write again while a replicated bucket refuses it with
+// code 10164: the stream leader could not judge the expected revision because another
+// proposal was still in flight, so nothing was written and nothing was decided. Sending
+// the same write again is safe; a real conflict then comes back as 10071.
+func retryInFlight(ctx context.Context, write func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := write()
+		var apiErr *jetstream.APIError
+		if attempt == inFlightRetries || !errors.As(err, &apiErr) ||
+			apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		}
+	}
+}
+
 func classify(err error, conflict error) error {
 	if err == nil {
 		return nil
@@ -134,7 +157,11 @@ func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 
 // Create implements lease.Store.
 func (s *Store) Create(ctx context.Context, h lease.Holder) (uint64, error) {
-	rev, err := s.kv.Create(ctx, Key, h.Encode())
+	var rev uint64
+	err := retryInFlight(ctx, func() (err error) {
+		rev, err = s.kv.Create(ctx, Key, h.Encode())
+		return err
+	})
 	return rev, classify(err, lease.ErrTaken)
 }
 
@@ -144,7 +171,11 @@ func (s *Store) Update(ctx context.Context, h lease.Holder, rev uint64) (uint64,
 		// KV treats revision 0 as "the key never existed" and would create it.
 		return 0, fmt.Errorf("%w: update at revision 0", lease.ErrConflict)
 	}
-	next, err := s.kv.Update(ctx, Key, h.Encode(), rev)
+	var next uint64
+	err := retryInFlight(ctx, func() (err error) {
+		next, err = s.kv.Update(ctx, Key, h.Encode(), rev)
+		return err
+	})
 	return next, classify(err, lease.ErrConflict)
 }
 
@@ -154,7 +185,8 @@ func (s *Store) Delete(ctx context.Context, rev uint64) error {
 		// LastRevision(0) would delete whoever holds the key.
 		return fmt.Errorf("%w: delete at revision 0", lease.ErrConflict)
 	}
-	return classify(s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)), lease.ErrConflict)
+	err := retryInFlight(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
+	return classify(err, lease.ErrConflict)
 }
 
 // Put writes a raw value, unconditionally. Tests use it to plant a foreign value.
