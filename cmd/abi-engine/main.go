@@ -32,6 +32,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		version:   buildVersion(),
 		newEngine: newEngine,
 		signals:   newSignals,
+		routeSlog: true,
 	}
 	return c.execute(context.Background(), args)
 }
@@ -47,6 +48,9 @@ type cli struct {
 	newEngine engineFactory
 	// signals builds the service that turns stop requests into calls of first and second.
 	signals signalSource
+	// routeSlog sends the process's default slog logger (hollywood logs through it) to
+	// the zap logger of `run`. Only the real process sets it: it is process-wide.
+	routeSlog bool
 }
 
 // exitError ends a command with an exit code. A nil err means the command already

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 )
 
 // runnableEngine is what `abi-engine run` needs of an engine (*engine.Engine).
@@ -111,6 +113,9 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 		return usageError(err)
 	}
 	defer log.Sync() //nolint:errcheck // stderr may not support sync; nothing to do about it
+	if c.routeSlog {
+		slog.SetDefault(slog.New(zapslog.NewHandler(log.Core(), zapslog.WithName("hollywood"))))
+	}
 	eng, err := c.newEngine(cfg, log, c.version)
 	if err != nil {
 		var cerr *config.Error
