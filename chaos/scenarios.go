@@ -413,6 +413,22 @@ func partition(h *harness) error {
 	return nil
 }
 
+// fleet starts in-process engines with successive rollouts and keeps them.
+type fleet struct {
+	h       *harness
+	next    int // the next rollout number
+	engines []*inproc
+}
+
+func (f *fleet) start() error {
+	m, err := f.h.startInproc(fmt.Sprintf("r%d", f.next), false)
+	f.next++
+	if m != nil {
+		f.engines = append(f.engines, m)
+	}
+	return err
+}
+
 // restartWindow is how long after the broker is back calls may still fail: the
 // engines reconnect (250 ms plus jitter), resubscribe, and a fenced holder renews.
 func restartWindow(lease time.Duration) time.Duration { return 2 * lease }
@@ -422,27 +438,18 @@ func brokerRestart(h *harness) error {
 	if err := h.startBroker(); err != nil {
 		return err
 	}
-	rollout := 1
-	engines := []*inproc{}
-	start := func() error {
-		m, err := h.startInproc(fmt.Sprintf("r%d", rollout), false)
-		rollout++
-		if m != nil {
-			engines = append(engines, m)
-		}
+	f := &fleet{h: h, next: 1}
+	if err := f.start(); err != nil {
 		return err
 	}
-	if err := start(); err != nil {
-		return err
-	}
-	if err := start(); err != nil {
+	if err := f.start(); err != nil {
 		return err
 	}
 	if err := h.startTraffic(); err != nil {
 		return err
 	}
 	anyServing := func() bool {
-		for _, m := range engines {
+		for _, m := range f.engines {
 			if m.mon.current() == "serving" {
 				return true
 			}
@@ -474,13 +481,13 @@ func brokerRestart(h *harness) error {
 		}
 		// Keep a standby: an engine that lost the lease during the outage has ended.
 		alive := 0
-		for _, m := range engines {
+		for _, m := range f.engines {
 			if m.mon.current() != stateEnded {
 				alive++
 			}
 		}
 		if alive < 2 && h.cycles(n+1, 1) {
-			if err := start(); err != nil {
+			if err := f.start(); err != nil {
 				return err
 			}
 		}
@@ -620,20 +627,11 @@ func clusterNodeLoss(h *harness) error {
 	if err := h.startCluster(); err != nil {
 		return err
 	}
-	rollout := 1
-	engines := []*inproc{}
-	start := func() error {
-		m, err := h.startInproc(fmt.Sprintf("r%d", rollout), false)
-		rollout++
-		if m != nil {
-			engines = append(engines, m)
-		}
+	f := &fleet{h: h, next: 1}
+	if err := f.start(); err != nil {
 		return err
 	}
-	if err := start(); err != nil {
-		return err
-	}
-	if err := start(); err != nil {
+	if err := f.start(); err != nil {
 		return err
 	}
 	if err := h.startTraffic(); err != nil {
@@ -688,13 +686,13 @@ func clusterNodeLoss(h *harness) error {
 		upAt := h.fault(node.Name(), "node back and caught up")
 		faults = append(faults, check.Fault{Name: "lost " + node.Name(), Start: stopAt, End: upAt})
 		alive := 0
-		for _, m := range engines {
+		for _, m := range f.engines {
 			if m.mon.current() != stateEnded {
 				alive++
 			}
 		}
 		if alive < 2 && h.cycles(n+1, 3) {
-			if err := start(); err != nil {
+			if err := f.start(); err != nil {
 				return err
 			}
 		}
