@@ -47,13 +47,16 @@ func TestWaitConnectedEndsWithTheContextOrTheConnection(t *testing.T) {
 	if err := WaitConnected(context.Background(), nc); err != nil {
 		t.Fatalf("connected: %v", err)
 	}
+	gone := nc.StatusChanged(nats.RECONNECTING)
+	defer nc.RemoveStatusListener(gone)
 	srv.Stop()
+	select {
+	case <-gone: // the client noticed the broker is gone
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not notice the broker had gone")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	for nc.IsConnected() {
-		// the client notices the broker is gone on its own
-		time.Sleep(time.Millisecond)
-	}
 	if err := WaitConnected(ctx, nc); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("while the broker is away: %v", err)
 	}
