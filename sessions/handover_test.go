@@ -142,6 +142,9 @@ func TestAReplyParkedBeforeTheHandoverIsReadDuringTheDrain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := serviceConn.Flush(); err != nil { // subscribed at the broker before the call
+		t.Fatal(err)
+	}
 	c := newClient(t, connect(t, srv), protocol.OverflowPrefix)
 	ref := callOverflowing(t, c, "svc.big", o.Owner())
 

@@ -30,6 +30,11 @@ func TestOverflowReplies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The subscriptions must be at the broker before the first call from another
+	// connection.
+	if err := serviceConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	c := newClient(t, connect(t, srv), protocol.OverflowPrefix)
 	accept := nats.Header{protocol.HeaderOverflow: []string{"1"}}
 
