@@ -139,11 +139,13 @@ func TestBrokerStandbyTakesOverOnReleaseAndTimesOut(t *testing.T) {
 		t.Fatalf("took over %s after the release, want a few hundred ms", took)
 	}
 
-	// A second standby behind b gives up after its timeout.
-	c := startNodeWith(t, jsStore(t, srv.URL(), bucket, 1), lease.Config{
+	// A second standby behind b gives up after its timeout, counted from when it stood
+	// by, which is after this.
+	store := jsStore(t, srv.URL(), bucket, 1)
+	st := time.Now()
+	c := startNodeWith(t, store, lease.Config{
 		Me: leasetest.Holder("c", "v3"), Lease: testLease, StandbyTimeout: 2 * testLease})
 	c.waitState(lease.StateStandby, testLease)
-	st := time.Now()
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*testLease)
 	defer wcancel()
 	s, err := c.o.WaitFor(wctx, func(s Status) bool { return s.Err != nil })
