@@ -2,10 +2,9 @@
 // §4.1): bucket ABI_ENGINE, key owner, history 1, file storage, no TTL, replicas from
 // configuration. It implements lease.Store.
 //
-// Every compare-and-swap conflict the server can report is classified as
-// lease.ErrConflict: ErrKeyExists, ErrKeyRevisionMismatch and the raw API codes 10071
-// and 10164 (a replicated bucket reports the latter while proposals are in flight, and it
-// matches neither sentinel). Watches are recreated when the connection reconnects,
+// Writes are classified by package jserr: a conflict (10071, ErrKeyExists,
+// ErrKeyRevisionMismatch) is lease.ErrConflict, and a write a replicated bucket left
+// undecided (10164, another proposal in flight) is sent again. Watches are recreated when the connection reconnects,
 // because a KV watcher is blind for 10-20 s after a server restart.
 package jetstreamstore
 
@@ -15,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,38 +93,7 @@ func (s *Store) ready(ctx context.Context) error {
 }
 
 // IsConflict reports whether err is a compare-and-swap conflict from JetStream KV.
-func IsConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// inFlightRetries bounds how often a write refused with code 10164 is sent again.
-const inFlightRetries = 5
-
-// retryInFlight runs a conditional write again while a replicated bucket refuses it with
-// code 10164: the stream leader could not judge the expected revision because another
-// proposal was still in flight, so nothing was written and nothing was decided. Sending
-// the same write again is safe; a real conflict then comes back as 10071.
-func retryInFlight(ctx context.Context, write func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := write()
-		var apiErr *jetstream.APIError
-		if attempt == inFlightRetries || !errors.As(err, &apiErr) ||
-			apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
-		}
-	}
-}
+func IsConflict(err error) bool { return jserr.IsConflict(err) }
 
 func classify(err error, conflict error) error {
 	if err == nil {
@@ -158,7 +127,7 @@ func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 // Create implements lease.Store.
 func (s *Store) Create(ctx context.Context, h lease.Holder) (uint64, error) {
 	var rev uint64
-	err := retryInFlight(ctx, func() (err error) {
+	err := jserr.Resend(ctx, func() (err error) {
 		rev, err = s.kv.Create(ctx, Key, h.Encode())
 		return err
 	})
@@ -172,7 +141,7 @@ func (s *Store) Update(ctx context.Context, h lease.Holder, rev uint64) (uint64,
 		return 0, fmt.Errorf("%w: update at revision 0", lease.ErrConflict)
 	}
 	var next uint64
-	err := retryInFlight(ctx, func() (err error) {
+	err := jserr.Resend(ctx, func() (err error) {
 		next, err = s.kv.Update(ctx, Key, h.Encode(), rev)
 		return err
 	})
@@ -185,7 +154,7 @@ func (s *Store) Delete(ctx context.Context, rev uint64) error {
 		// LastRevision(0) would delete whoever holds the key.
 		return fmt.Errorf("%w: delete at revision 0", lease.ErrConflict)
 	}
-	err := retryInFlight(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
+	err := jserr.Resend(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
 	return classify(err, lease.ErrConflict)
 }
 

@@ -5,7 +5,9 @@
 // base64url encoding; callers never see it. TTLs are per-message TTLs (the bucket is
 // created with LimitMarkerTTL, which enables them) rounded up to whole seconds, the
 // server's granularity; the server expires keys on its own schedule. Conditional writes
-// are compare-and-set on the key's revision.
+// are compare-and-set on the key's revision; package jserr reads their outcome, so a
+// write a replicated bucket left undecided (10164) is sent again, never read as a
+// conflict.
 package jetstream
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/protocol"
@@ -168,11 +171,14 @@ func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, tt
 	if ttl > 0 {
 		opts = append(opts, js.KeyTTL(ttlSeconds(ttl)))
 	}
-	_, err := s.kv.Create(ctx, encode(key), value, opts...)
+	err := jserr.Resend(ctx, func() error {
+		_, err := s.kv.Create(ctx, encode(key), value, opts...)
+		return err
+	})
 	switch {
 	case err == nil:
 		return true, nil
-	case isConflict(err):
+	case jserr.IsConflict(err):
 		return false, nil
 	default:
 		return false, s.wireError("set_if_not_exists", key, err)
@@ -205,11 +211,13 @@ func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyV
 		if err != nil || e == nil || !match(e) {
 			return false, err
 		}
-		err = s.kv.Purge(ctx, encode(key), js.LastRevision(e.Revision()), js.PurgeTTL(markerTTL))
+		err = jserr.Resend(ctx, func() error {
+			return s.kv.Purge(ctx, encode(key), js.LastRevision(e.Revision()), js.PurgeTTL(markerTTL))
+		})
 		switch {
 		case err == nil:
 			return true, nil
-		case !isConflict(err):
+		case !jserr.IsConflict(err):
 			return false, s.wireError(op, key, err)
 		}
 	}
@@ -223,16 +231,4 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	}
 	e, err := s.entry(ctx, key)
 	return e != nil, err
-}
-
-// isConflict reports a failed compare-and-set: codes 10071 and 10164 (replicated
-// streams report the latter, which matches neither sentinel in some cases).
-func isConflict(err error) bool {
-	if errors.Is(err, js.ErrKeyExists) || errors.Is(err, js.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *js.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == js.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == js.JSErrCodeStreamWrongLastSequenceConstant)
 }
