@@ -45,7 +45,9 @@ type Store interface {
 	// Delete frees the lease at revision rev (rev > 0), or ErrConflict.
 	Delete(ctx context.Context, rev uint64) error
 	// Watch delivers the current record at once, then every change, until the
-	// Watcher is stopped or ctx ends.
+	// Watcher is stopped or ctx ends. A key never written (or gone without a marker)
+	// may deliver nothing until it is: a watch never reports a free lease it cannot
+	// vouch for.
 	Watch(ctx context.Context) (Watcher, error)
 }
 

@@ -216,19 +216,20 @@ func (w *watcher) watchOnce(ctx context.Context, s *Store, status chan nats.Stat
 		return
 	}
 	defer kw.Stop() //nolint:errcheck // the watcher is gone either way
-	seen := false
 	for {
 		select {
 		case e, ok := <-kw.Updates():
 			if !ok {
 				return
 			}
-			// nil marks the end of the initial values; with no entry before it the key
-			// is absent, which is news too (a free lease).
-			if e == nil && seen {
+			// nil marks the end of the initial values. It is no news of the key, even
+			// with no entry before it: on a replicated bucket it can come before the
+			// current value (the consumer's pending count is read too early), and a
+			// holder must not take that for a delete. A key that is absent without a
+			// marker is reported when it is next written; readers learn of it by Read.
+			if e == nil {
 				continue
 			}
-			seen = true
 			select {
 			case w.updates <- record(e):
 			case <-ctx.Done():
