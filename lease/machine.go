@@ -42,10 +42,11 @@ type Machine struct {
 	retryAt   time.Time // retry a failed claim read
 	deadline  time.Time // standby timeout
 	observing bool      // claim wait or standby: the driver watches
+	takeSent  time.Time // when the last create or takeover write was sent
 
 	// holding
 	rev       uint64
-	lastOK    time.Time // when the last successful renewal (or the claim) was sent
+	lastOK    time.Time // when the last successful renewal (or the write that took the lease) was sent
 	nextRenew time.Time
 
 	releasing       bool
@@ -204,7 +205,7 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 		case m.releasing:
 			// Only a lease that turns out to be ours matters now: it must be deleted.
 			if !res.Record.Free() && res.Record.Holder == m.cfg.Me {
-				m.hold(now, now, res.Record.Revision)
+				m.hold(now, m.takeSent, res.Record.Revision)
 			}
 		case st == stepTakeoverRead && !res.Record.Free() && res.Record.Revision == m.seen.Revision:
 			// Still the revision we saw a lease period ago: the holder is silent.
@@ -301,9 +302,9 @@ func (m *Machine) decide(out *Output, now time.Time, rec Record) {
 	case rec.Free():
 		m.issue(out, now, stepCreate, Op{Kind: OpCreate, Holder: m.cfg.Me})
 	case rec.Holder == m.cfg.Me:
-		// A create or takeover whose reply was lost did land.
+		// A create or takeover whose reply was lost did land: it holds since it was sent.
 		out.Events = append(out.Events, Event{Kind: EventAcquired, Revision: rec.Revision})
-		m.hold(now, now, rec.Revision)
+		m.hold(now, m.takeSent, rec.Revision)
 	case m.observing:
 		m.consider(out, now, rec)
 	case m.cfg.mayStandBy(rec.Holder):
@@ -390,8 +391,11 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, st step, op Op) {
 	op.ID = m.nextID
 	op.Timeout = m.cfg.RenewEvery()
 	m.inflight, m.step, m.sentAt = &op, st, sent
-	if st == stepRenew && sent.Equal(now) {
+	switch {
+	case st == stepRenew && sent.Equal(now):
 		m.nextRenew = now.Add(m.cfg.RenewEvery())
+	case st == stepCreate || st == stepTakeover:
+		m.takeSent = sent
 	}
 	out.Op = &op
 }
@@ -401,7 +405,8 @@ func (m *Machine) storeError(out *Output, now time.Time, op Op, err error) {
 	m.retryAt = now.Add(m.cfg.RenewEvery())
 }
 
-// hold enters StateServing with rev, counting liveness from sent.
+// hold enters StateServing with rev, counting liveness from sent: when the write that
+// took the lease was sent, not when we learnt of it.
 func (m *Machine) hold(now, sent time.Time, rev uint64) {
 	m.rev = rev
 	m.lastOK = sent
