@@ -443,7 +443,8 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 	case lease.EventAcquired:
 		log.Info("engine lease acquired: serving", append(fields, zap.String("me", lc.Me.String()))...)
 	case lease.EventTookOver:
-		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for %s", lc.Lease), fields...)
+		// The silence was judged by our lease, or by the holder's longer published one.
+		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for at least %s", lc.Lease), fields...)
 	case lease.EventStandingBy:
 		log.Info("another rollout holds the engine lease: standing by", fields...)
 	case lease.EventRestored:
@@ -507,6 +508,8 @@ func execute(ctx context.Context, s lease.Store, op lease.Op) lease.Result {
 		res.Rev, res.Err = s.Update(ctx, op.Holder, op.Revision)
 	case lease.OpDelete:
 		res.Err = s.Delete(ctx, op.Revision)
+	case lease.OpPublish:
+		res.Err = s.Publish(ctx, op.Period)
 	default:
 		res.Err = fmt.Errorf("actors: unknown store call %v", op.Kind)
 	}

@@ -20,6 +20,7 @@ const (
 	stepRenewCreate
 	stepRelease
 	stepReleaseRead
+	stepPublish
 )
 
 // maxReleaseAttempts bounds the delete/re-read loop of a release.
@@ -37,17 +38,20 @@ type Machine struct {
 	sentAt   time.Time // when the call in flight was sent
 
 	// claim and standby
-	seen      Record    // the holder we watch
-	seenAt    time.Time // when we first saw seen.Revision, on our clock
-	retryAt   time.Time // retry a failed claim read
-	deadline  time.Time // standby timeout
-	observing bool      // claim wait or standby: the driver watches
-	takeSent  time.Time // when the last create or takeover write was sent
+	seen      Record        // the holder we watch
+	seenAt    time.Time     // when we first saw seen.Revision, on our clock
+	seenLease time.Duration // the lease period seen's holder published; 0: none known
+	retryAt   time.Time     // retry a failed claim read
+	deadline  time.Time     // standby timeout
+	observing bool          // claim wait or standby: the driver watches
+	takeSent  time.Time     // when the last create or takeover write was sent
 
 	// holding
-	rev       uint64
-	lastOK    time.Time // when the last successful renewal (or the write that took the lease) was sent
-	nextRenew time.Time
+	rev         uint64
+	lastOK      time.Time // when the last successful renewal (or the write that took the lease) was sent
+	nextRenew   time.Time
+	taking      bool // the lease is ours: publishing our period before we serve
+	unpublished bool // our period is not known to be published: publish after a renewal
 
 	releasing       bool
 	releaseAttempts int
@@ -123,7 +127,7 @@ func (m *Machine) Deadlines() Deadlines {
 			d.Fence = m.lastOK.Add(m.cfg.FenceAfter())
 		}
 	case m.observing && !m.releasing:
-		d.Takeover = m.seenAt.Add(m.cfg.Lease)
+		d.Takeover = m.takeoverAt()
 		if m.state == StateStandby {
 			d.Standby = m.deadline
 		}
@@ -134,7 +138,17 @@ func (m *Machine) Deadlines() Deadlines {
 	return d
 }
 
-func (m *Machine) holding() bool { return m.state == StateServing || m.state == StateFenced }
+// holding: the lease is ours, serving or not.
+func (m *Machine) holding() bool {
+	return m.state == StateServing || m.state == StateFenced || m.taking
+}
+
+// takeoverAt is when the holder we watch has been silent long enough to be taken over:
+// the longer of our lease period and the one it published, after we first saw its
+// revision.
+func (m *Machine) takeoverAt() time.Time {
+	return m.seenAt.Add(max(m.cfg.Lease, m.seenLease))
+}
 
 // Start begins the claim: the machine asks to read the lease.
 func (m *Machine) Start(now time.Time) Output {
@@ -205,11 +219,15 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 		case m.releasing:
 			// Only a lease that turns out to be ours matters now: it must be deleted.
 			if !res.Record.Free() && res.Record.Holder == m.cfg.Me {
-				m.hold(now, m.takeSent, res.Record.Revision)
+				m.take(&out, now, m.takeSent, res.Record.Revision)
 			}
 		case st == stepTakeoverRead && !res.Record.Free() && res.Record.Revision == m.seen.Revision:
-			// Still the revision we saw a lease period ago: the holder is silent.
-			m.issue(&out, now, stepTakeover, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.seen.Revision})
+			// Still the revision we saw a lease period ago: the holder is silent for our
+			// period. One that published a longer period is judged by it: wait on.
+			m.learnLease(res.Record)
+			if !now.Before(m.takeoverAt()) {
+				m.issue(&out, now, stepTakeover, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.seen.Revision})
+			}
 		default:
 			m.decide(&out, now, res.Record)
 		}
@@ -222,7 +240,7 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 				kind = EventTookOver
 			}
 			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: res.Rev})
-			m.hold(now, sent, res.Rev)
+			m.take(&out, now, sent, res.Rev)
 		case m.releasing:
 			// Not ours (conflict) or unknown: a create that landed unseen frees itself
 			// after one lease period, as contenders time its silence.
@@ -238,7 +256,11 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 	case stepRenew, stepRenewCreate:
 		switch {
 		case res.Err == nil:
+			if st == stepRenewCreate {
+				m.unpublished = true // the lease is ours again: say our period again
+			}
 			m.renewed(&out, now, sent, res.Rev)
+			m.republish(&out, now)
 		case conflict && st == stepRenew:
 			m.issueAt(&out, now, sent, stepRenewRead, Op{Kind: OpRead, Renewal: true})
 		case conflict:
@@ -279,6 +301,17 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 			out.Events = append(out.Events, Event{Kind: EventReleaseFailed, Revision: op.Revision, Err: res.Err})
 		}
 
+	case stepPublish:
+		m.unpublished = res.Err != nil
+		if res.Err != nil {
+			// Contenders judge us by their own period meanwhile; try again after the
+			// next renewal.
+			out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, res.Err)})
+		}
+		if m.taking && !m.releasing {
+			m.to(StateServing)
+		}
+
 	case stepReleaseRead:
 		switch {
 		case res.Err != nil:
@@ -304,18 +337,19 @@ func (m *Machine) decide(out *Output, now time.Time, rec Record) {
 	case rec.Holder == m.cfg.Me:
 		// A create or takeover whose reply was lost did land: it holds since it was sent.
 		out.Events = append(out.Events, Event{Kind: EventAcquired, Revision: rec.Revision})
-		m.hold(now, m.takeSent, rec.Revision)
+		m.take(out, now, m.takeSent, rec.Revision)
 	case m.observing:
 		m.consider(out, now, rec)
 	case m.cfg.mayStandBy(rec.Holder):
-		m.seen, m.seenAt = rec, now
+		m.see(now, rec)
 		m.observing = true
 		m.deadline = now.Add(m.cfg.StandbyTimeout)
 		m.to(StateStandby)
 		out.Events = append(out.Events, Event{Kind: EventStandingBy, Holder: rec.Holder, Revision: rec.Revision})
 	default:
-		// Same rollout or none: watch the holder for one lease period.
-		m.seen, m.seenAt = rec, now
+		// Same rollout or none: watch the holder for one lease period (its own, if
+		// longer).
+		m.see(now, rec)
 		m.observing = true
 	}
 }
@@ -333,7 +367,7 @@ func (m *Machine) consider(out *Output, now time.Time, rec Record) {
 		// An engine of our own rollout got there first.
 		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
 	case m.state == StateStandby:
-		m.seen, m.seenAt = rec, now
+		m.see(now, rec)
 	case rec.Holder == m.seen.Holder:
 		// The holder renewed: it is alive.
 		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
@@ -370,7 +404,7 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 			m.issue(out, now, stepClaimRead, Op{Kind: OpRead})
 		}
 	case m.observing:
-		if !now.Before(m.seenAt.Add(m.cfg.Lease)) {
+		if !now.Before(m.takeoverAt()) {
 			// Watchers can be blind for a while after a reconnect: re-read before the CAS.
 			m.issue(out, now, stepTakeoverRead, Op{Kind: OpRead})
 		} else if m.state == StateStandby && !now.Before(m.deadline) {
@@ -390,6 +424,10 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, st step, op Op) {
 	m.nextID++
 	op.ID = m.nextID
 	op.Timeout = m.cfg.RenewEvery()
+	if op.Kind == OpPublish {
+		// A publish must not hold up serving, or the renewal after it, for long.
+		op.Timeout /= 4
+	}
 	m.inflight, m.step, m.sentAt = &op, st, sent
 	switch {
 	case st == stepRenew && sent.Equal(now):
@@ -405,16 +443,54 @@ func (m *Machine) storeError(out *Output, now time.Time, op Op, err error) {
 	m.retryAt = now.Add(m.cfg.RenewEvery())
 }
 
-// hold enters StateServing with rev, counting liveness from sent: when the write that
-// took the lease was sent, not when we learnt of it.
-func (m *Machine) hold(now, sent time.Time, rev uint64) {
+// take makes the lease ours at rev, written by a call sent at sent: liveness counts
+// from then, not from when we learnt of it. We publish our lease period before we
+// serve, so a contender with a shorter one never judges us by it; whatever the
+// publish's outcome, we then serve. While releasing we only hold it to delete it.
+func (m *Machine) take(out *Output, now, sent time.Time, rev uint64) {
 	m.rev = rev
 	m.lastOK = sent
 	m.nextRenew = sent.Add(m.cfg.RenewEvery())
 	m.observing = false
 	m.retryAt = time.Time{}
-	m.seen = Record{}
-	m.to(StateServing)
+	m.seen, m.seenLease = Record{}, 0
+	m.taking = true
+	if !m.releasing {
+		m.issue(out, now, stepPublish, m.publishOp())
+	}
+}
+
+func (m *Machine) publishOp() Op {
+	return Op{Kind: OpPublish, Period: Period{InstanceID: m.cfg.Me.InstanceID, Lease: m.cfg.Lease}, Renewal: true}
+}
+
+// republish retries a publish that failed, after a successful renewal, when it fits
+// before the next renewal is due.
+func (m *Machine) republish(out *Output, now time.Time) {
+	if !m.unpublished || m.state != StateServing || m.releasing || m.inflight != nil {
+		return
+	}
+	if now.Add(m.cfg.RenewEvery() / 4).After(m.nextRenew) {
+		return
+	}
+	m.issue(out, now, stepPublish, m.publishOp())
+}
+
+// see starts timing rec's silence from now. A watch record carries no period: the one
+// known for the same engine is kept, as an engine's period never changes.
+func (m *Machine) see(now time.Time, rec Record) {
+	if !rec.Holder.Known() || rec.Holder.InstanceID != m.seen.Holder.InstanceID {
+		m.seenLease = 0
+	}
+	m.seen, m.seenAt = rec, now
+	m.learnLease(rec)
+}
+
+// learnLease keeps the period the holder we watch published, when rec (a read) has it.
+func (m *Machine) learnLease(rec Record) {
+	if l := rec.HolderLease(); l != 0 && rec.Holder.InstanceID == m.seen.Holder.InstanceID {
+		m.seenLease = l
+	}
 }
 
 func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
@@ -455,7 +531,11 @@ func (m *Machine) fail(out *Output, ev Event, err error) {
 
 func (m *Machine) to(s State) {
 	m.state = s
-	if s.Terminal() {
+	switch {
+	case s == StateServing, s == StateFenced:
+		m.taking = false
+	case s.Terminal():
+		m.taking = false
 		m.observing = false
 		m.retryAt = time.Time{}
 	}

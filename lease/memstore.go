@@ -10,8 +10,9 @@ import (
 type MemStore struct {
 	mu      sync.Mutex
 	rec     Record
+	period  Period
 	seq     uint64
-	changed chan struct{} // closed and replaced on every write
+	changed chan struct{} // closed and replaced on every write of the record
 }
 
 var _ Store = (*MemStore)(nil)
@@ -32,7 +33,12 @@ func (m *MemStore) Read(ctx context.Context) (Record, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.rec, nil
+	if m.rec.Free() {
+		return Record{}, nil
+	}
+	r := m.rec
+	r.Period = m.period
+	return r, nil
 }
 
 // Create implements Store.
@@ -80,6 +86,17 @@ func (m *MemStore) Delete(ctx context.Context, rev uint64) error {
 	return nil
 }
 
+// Publish implements Store.
+func (m *MemStore) Publish(ctx context.Context, p Period) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.period = p
+	return nil
+}
+
 // Put overwrites the record unconditionally, as another writer of the key could. Tests
 // use it to play a thief or a foreign value.
 func (m *MemStore) Put(h Holder) uint64 {
@@ -88,6 +105,13 @@ func (m *MemStore) Put(h Holder) uint64 {
 	m.seq++
 	m.write(Record{Holder: h, Revision: m.seq})
 	return m.seq
+}
+
+// watched is the record as a watch delivers it: without the period.
+func (m *MemStore) watched() Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec
 }
 
 // Watch implements Store.

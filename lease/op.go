@@ -14,6 +14,7 @@ const (
 	OpCreate
 	OpUpdate
 	OpDelete
+	OpPublish // write our lease period beside the record (Store.Publish)
 )
 
 func (k OpKind) String() string {
@@ -26,6 +27,8 @@ func (k OpKind) String() string {
 		return "update"
 	case OpDelete:
 		return "delete"
+	case OpPublish:
+		return "publish the lease period"
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -36,6 +39,7 @@ type Op struct {
 	Kind     OpKind
 	Holder   Holder        // create, update
 	Revision uint64        // update, delete
+	Period   Period        // publish
 	Timeout  time.Duration // cut the call off after this
 	// Renewal marks calls that keep a held lease (renewals and their re-reads); the
 	// renewer runs them, everything else runs on the ownership actor's worker.

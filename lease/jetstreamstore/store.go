@@ -24,6 +24,9 @@ import (
 const (
 	DefaultBucket = "ABI_ENGINE"
 	Key           = "owner"
+	// PeriodKey holds the holder's lease period (lease.Period), beside the six-key
+	// record the Python engines read.
+	PeriodKey = "lease_period"
 )
 
 // Config chooses the bucket. The zero value is the design's bucket with one replica.
@@ -112,16 +115,36 @@ func record(e jetstream.KeyValueEntry) lease.Record {
 	return lease.Record{Holder: lease.DecodeHolder(e.Value()), Revision: e.Revision()}
 }
 
-// Read implements lease.Store.
+func absent(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+}
+
+// Read implements lease.Store. A held record comes with the period key, read after it:
+// a holder publishes its period after it takes the key, so a reader that finds the
+// holder and then the period finds the holder's, if it was published.
 func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 	e, err := s.kv.Get(ctx, Key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	if absent(err) {
 		return lease.Record{}, nil
 	}
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", err)
 	}
-	return record(e), nil
+	r := record(e)
+	if r.Free() {
+		return r, nil
+	}
+	p, err := s.kv.Get(ctx, PeriodKey)
+	switch {
+	case absent(err):
+	case err != nil:
+		// Judging a holder by the wrong period could take a live lease: no answer rather
+		// than half of one.
+		return lease.Record{}, fmt.Errorf("jetstreamstore: read %s: %w", PeriodKey, err)
+	case p.Operation() == jetstream.KeyValuePut:
+		r.Period = lease.DecodePeriod(p.Value())
+	}
+	return r, nil
 }
 
 // Create implements lease.Store.
@@ -156,6 +179,18 @@ func (s *Store) Delete(ctx context.Context, rev uint64) error {
 	}
 	err := jserr.Resend(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
 	return classify(err, lease.ErrConflict)
+}
+
+// Publish implements lease.Store.
+func (s *Store) Publish(ctx context.Context, p lease.Period) error {
+	err := jserr.Resend(ctx, func() error {
+		_, err := s.kv.Put(ctx, PeriodKey, p.Encode())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("jetstreamstore: publish %s: %w", PeriodKey, err)
+	}
+	return nil
 }
 
 // Put writes a raw value, unconditionally. Tests use it to plant a foreign value.
