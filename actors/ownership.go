@@ -461,6 +461,8 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		log.Error(fmt.Sprintf("engine lease not renewed for %s: stopped serving", lc.FenceAfter()), fields...)
 	case lease.EventLost:
 		log.Error("another engine took the engine lease", fields...)
+	case lease.EventEvicted:
+		log.Error("the engine lease was changed by a write not ours: stopped serving", fields...)
 	case lease.EventRefused:
 		log.Error("another engine already serves this NATS account", fields...)
 	case lease.EventStandbyTimedOut:
@@ -586,7 +588,8 @@ func (f *fencer) Restart(c *actor.Context) {
 // watchRetry is how long the contender waits before watching again after a failure.
 const watchRetry = 250 * time.Millisecond
 
-// contender watches the lease and owns the takeover and standby timers.
+// contender watches the lease (while claiming or standing by, and while holding, to see
+// any write not ours at once) and owns the takeover and standby timers.
 type contender struct {
 	store  lease.Store
 	timer  timer

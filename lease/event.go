@@ -21,6 +21,7 @@ const (
 	EventReleaseSkipped                       // nothing of ours to delete
 	EventReleaseFailed                        // delete's outcome unknown; frees itself after a lease
 	EventStoreError                           // a claim-side call failed; retried
+	EventEvicted                              // a write not ours changed our key: stopped serving
 )
 
 var eventNames = map[EventKind]string{
@@ -28,7 +29,7 @@ var eventNames = map[EventKind]string{
 	EventRefused: "refused", EventStandbyTimedOut: "standby_timed_out", EventRenewed: "renewed",
 	EventRenewFailed: "renew_failed", EventFenced: "fenced", EventRestored: "restored",
 	EventLost: "lost", EventReleased: "released", EventReleaseSkipped: "release_skipped",
-	EventReleaseFailed: "release_failed", EventStoreError: "store_error",
+	EventReleaseFailed: "release_failed", EventStoreError: "store_error", EventEvicted: "evicted",
 }
 
 func (k EventKind) String() string {
@@ -41,7 +42,7 @@ func (k EventKind) String() string {
 // Event is a typed observation of the machine for logs and metrics.
 type Event struct {
 	Kind     EventKind
-	Holder   Holder // the other engine, for standby, refusal, takeover and loss
+	Holder   Holder // the other engine, for standby, refusal, takeover, eviction and loss
 	Revision uint64
 	Err      error
 }

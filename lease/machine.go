@@ -52,6 +52,8 @@ type Machine struct {
 	nextRenew   time.Time
 	taking      bool // the lease is ours: publishing our period before we serve
 	unpublished bool // our period is not known to be published: publish after a renewal
+	evict       bool // a write not ours changed the key: a read decides what follows
+	evicted     bool // that eviction was reported; cleared once serving again
 
 	releasing       bool
 	releaseAttempts int
@@ -89,8 +91,11 @@ func (m *Machine) Err() error { return m.err }
 // Seen is the other holder's record while claiming or standing by.
 func (m *Machine) Seen() Record { return m.seen }
 
-// Watching reports whether the driver should watch the lease and call Observe.
-func (m *Machine) Watching() bool { return m.observing && !m.releasing }
+// Watching reports whether the driver should watch the lease and call Observe: while
+// claiming or standing by, to see the holder renew or release, and while holding, to
+// see any write that is not ours (design §4.1). Never during a release: our own delete
+// must not look like an eviction.
+func (m *Machine) Watching() bool { return (m.observing || m.holding()) && !m.releasing }
 
 // InFlight is the call the machine waits for, if any.
 func (m *Machine) InFlight() *Op { return m.inflight }
@@ -163,9 +168,15 @@ func (m *Machine) Start(now time.Time) Output {
 // Observe reports a record the watch delivered.
 func (m *Machine) Observe(now time.Time, rec Record) Output {
 	var out Output
-	// A call in flight decides from the store itself; a watch record arriving meanwhile
-	// adds nothing it will not see, and the watch may be stale.
-	if m.Watching() && m.inflight == nil {
+	switch {
+	case !m.Watching():
+	case m.holding():
+		// Even with a call in flight: a renewal can hang for lease/4, and an eviction
+		// must stop us serving at once.
+		m.own(&out, rec)
+	case m.inflight == nil:
+		// A claim call in flight decides from the store itself; a watch record arriving
+		// meanwhile adds nothing it will not see, and the watch may be stale.
 		m.consider(&out, now, rec)
 	}
 	m.evaluate(&out, now)
@@ -394,6 +405,11 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 	case m.releasing:
 		m.to(StateReleased)
 		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
+	case m.holding() && m.evict:
+		// What the watch showed may already be out of date: read, and go on by the
+		// rules of a renewal conflict (free: create it again; ours: renew; another's:
+		// lost).
+		m.issue(out, now, stepRenewRead, Op{Kind: OpRead, Renewal: true})
 	case m.holding():
 		if !now.Before(m.nextRenew) {
 			m.issue(out, now, stepRenew, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.rev, Renewal: true})
@@ -434,6 +450,9 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, st step, op Op) {
 		m.nextRenew = now.Add(m.cfg.RenewEvery())
 	case st == stepCreate || st == stepTakeover:
 		m.takeSent = sent
+	case st == stepRenewRead:
+		// Sent after the eviction was seen: its answer includes it.
+		m.evict = false
 	}
 	out.Op = &op
 }
@@ -493,14 +512,37 @@ func (m *Machine) learnLease(rec Record) {
 	}
 }
 
+// own acts on a record the watch delivered while we hold the lease. Our own writes are
+// not news (a renewal whose reply is still on its way), nor is anything older than our
+// revision (a late delivery, a watch restarted). Anything else (a delete, a purge, a
+// value naming another engine or none) is an eviction: we stop serving at once, before
+// a renewal could notice, and a read decides what follows.
+func (m *Machine) own(out *Output, rec Record) {
+	switch {
+	case !rec.Free() && (rec.Holder == m.cfg.Me || rec.Revision <= m.rev):
+		return
+	case rec.Free() && rec.Freed != 0 && rec.Freed <= m.rev:
+		return
+	}
+	if !m.evicted {
+		m.evicted = true
+		out.Events = append(out.Events, Event{Kind: EventEvicted, Holder: rec.Holder, Revision: max(rec.Revision, rec.Freed)})
+	}
+	m.evict = true
+	if m.state != StateFenced {
+		m.to(StateFenced)
+	}
+}
+
 func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
 	m.rev = rev
 	if sent.After(m.lastOK) {
 		m.lastOK = sent
 	}
 	out.Events = append(out.Events, Event{Kind: EventRenewed, Revision: rev})
-	// A success that arrives after its own fence deadline proves nothing about now.
-	if m.state == StateFenced && now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
+	// A success that arrives after its own fence deadline proves nothing about now, nor
+	// does one sent before an eviction that no read has looked at since.
+	if m.state == StateFenced && !m.evict && now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
 		m.to(StateServing)
 		out.Events = append(out.Events, Event{Kind: EventRestored, Revision: rev})
 	}
@@ -532,7 +574,9 @@ func (m *Machine) fail(out *Output, ev Event, err error) {
 func (m *Machine) to(s State) {
 	m.state = s
 	switch {
-	case s == StateServing, s == StateFenced:
+	case s == StateServing:
+		m.taking, m.evicted = false, false
+	case s == StateFenced:
 		m.taking = false
 	case s.Terminal():
 		m.taking = false

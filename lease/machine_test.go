@@ -101,8 +101,8 @@ func (s *sim) advance(until time.Time) {
 	for {
 		if s.m.Watching() {
 			rec := s.store.watched()
-			if rec.Revision != s.seenRev {
-				s.seenRev = rec.Revision
+			if key := max(rec.Revision, rec.Freed); key != s.seenRev {
+				s.seenRev = key
 				s.apply(s.m.Observe(s.now, rec))
 				continue
 			}

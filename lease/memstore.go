@@ -9,7 +9,7 @@ import (
 // Like a KV store it counts every write, a delete included, in one revision sequence.
 type MemStore struct {
 	mu      sync.Mutex
-	rec     Record
+	rec     Record // as a watch delivers it: a free record carries Freed
 	period  Period
 	seq     uint64
 	changed chan struct{} // closed and replaced on every write of the record
@@ -82,7 +82,7 @@ func (m *MemStore) Delete(ctx context.Context, rev uint64) error {
 		return ErrConflict
 	}
 	m.seq++ // a delete is a write, as in a KV store
-	m.write(Record{})
+	m.write(Record{Freed: m.seq})
 	return nil
 }
 
@@ -107,7 +107,8 @@ func (m *MemStore) Put(h Holder) uint64 {
 	return m.seq
 }
 
-// watched is the record as a watch delivers it: without the period.
+// watched is the record as a watch delivers it: a free one carries Freed, none carries
+// the period.
 func (m *MemStore) watched() Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -108,9 +108,14 @@ func classify(err error, conflict error) error {
 	return fmt.Errorf("jetstreamstore: %w", err)
 }
 
+// record is the lease an entry of the key says; a delete or purge marker is a free
+// lease that carries the marker's revision.
 func record(e jetstream.KeyValueEntry) lease.Record {
-	if e == nil || e.Operation() != jetstream.KeyValuePut {
+	switch {
+	case e == nil:
 		return lease.Record{}
+	case e.Operation() != jetstream.KeyValuePut:
+		return lease.Record{Freed: e.Revision()}
 	}
 	return lease.Record{Holder: lease.DecodeHolder(e.Value()), Revision: e.Revision()}
 }
@@ -131,6 +136,7 @@ func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", err)
 	}
 	r := record(e)
+	r.Freed = 0
 	if r.Free() {
 		return r, nil
 	}

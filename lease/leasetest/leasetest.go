@@ -194,7 +194,7 @@ func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		if err := s.Delete(ctx(t), upd); err != nil {
 			t.Fatal(err)
 		}
-		next(func(r lease.Record) bool { return r.Free() }, "delete")
+		next(func(r lease.Record) bool { return r.Free() && r.Freed > upd }, "delete carrying its revision (Freed)")
 		again := mustCreate(t, s, a)
 		next(func(r lease.Record) bool { return r.Revision == again }, "create")
 		w.Stop()

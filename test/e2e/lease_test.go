@@ -60,6 +60,17 @@ func holderOf(t *testing.T, kv jetstream.KeyValue) string {
 	return h.InstanceID
 }
 
+// serving reports whether p says it serves; a process that exited does not.
+func (p *proc) serving() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+	}
+	_, body, err := p.get("/status")
+	return err == nil && strings.Contains(body, `"state": "serving"`)
+}
+
 // TestShortLeaseContenderNeverTakesOverALongLeaseHolder is issue 9 item 1: a holder
 // with lease_seconds 16 renews every 4 s; a contender with lease_seconds 1, started just
 // after a renewal, sees a second of "silence" long before the next one. It must judge
@@ -119,4 +130,57 @@ func TestShortLeaseContenderNeverTakesOverALongLeaseHolder(t *testing.T) {
 	if strings.Contains(holder.out.String(), `"event":"lost"`) {
 		t.Fatalf("the holder saw its lease lost:\n%s", holder.out.String())
 	}
+}
+
+// TestOutsideDeleteFencesTheHolderAtOnce is issue 9 item 3: `owner` deleted from
+// outside under a serving engine (lease 20 s: its next renewal is 5 s away) with a
+// standby present. The holder watches its own key and stops serving at once; the
+// standby, which sees the delete too, may create the key first. Either way, before the
+// holder's next renewal exactly one engine serves, the one the lease names, and the
+// holder logged the eviction.
+func TestOutsideDeleteFencesTheHolderAtOnce(t *testing.T) {
+	srv := natstest.Start(t)
+	const lease, renew = 20, 5 * time.Second
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease, HTTPPort: freePort(t)})
+	a.waitState("serving", 20*time.Second)
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease, HTTPPort: freePort(t)})
+	b.waitState("standby", 20*time.Second)
+	ids := map[*proc]string{a: a.instanceID(), b: b.instanceID()}
+	kv := leaseKV(t, srv.URL())
+
+	nextRenewal(t, kv, 2*renew)
+	renewed := time.Now()
+	if err := kv.Delete(ctxFor(t, 5*time.Second), "owner"); err != nil {
+		t.Fatal(err)
+	}
+	// Settle well before A's next renewal, which would also find the key changed.
+	deadline := renewed.Add(renew - time.Second)
+	for {
+		holder := holderOf(t, kv)
+		var serves, others []*proc
+		for p, id := range ids {
+			if p.serving() {
+				serves = append(serves, p)
+			}
+			if id != holder {
+				others = append(others, p)
+			}
+		}
+		if len(serves) == 1 && ids[serves[0]] == holder {
+			t.Logf("after the delete, %s holds and serves (%s after the renewal)", serves[0].name, time.Since(renewed))
+			break
+		}
+		if time.Now().After(deadline) {
+			names := func(ps []*proc) (s []string) {
+				for _, p := range ps {
+					s = append(s, p.name)
+				}
+				return s
+			}
+			t.Fatalf("%s after A's renewal (its next is at %s): serving %v, the lease names %q (not %v)",
+				time.Since(renewed), renew, names(serves), holder, names(others))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.waitLog(`"event":"evicted"`, time.Second)
 }
