@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -74,6 +75,67 @@ func TestLostCreateReplyCountsFromTheSend(t *testing.T) {
 			if !d.Fence.Equal(sent.Add(fence)) || !d.Renew.Equal(sent.Add(renew)) {
 				t.Errorf("Deadlines() = fence %v, renew %v after the send; want %v, %v",
 					d.Fence.Sub(t0), d.Renew.Sub(t0), fence, renew)
+			}
+		})
+	}
+}
+
+// TestStandbysRaceForAReleasedLease pins item 9 of issue 9 at the machine: standbys of
+// two rollouts wait while v1 serves; on its release one takes the lease. A standby of
+// the winner's rollout is refused, naming it (its engine must end); one of another
+// rollout keeps standing by, now watching the new holder.
+func TestStandbysRaceForAReleasedLease(t *testing.T) {
+	for _, order := range [][]string{{"v2", "v2", "v3"}, {"v3", "v2", "v2"}} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			store := NewMemStore()
+			old := newSim(t, store, holder("old", "v1"))
+			old.start()
+			sims := []*sim{old}
+			for i, rollout := range order {
+				s := newSim(t, store, holder(fmt.Sprintf("%s-%d", rollout, i), rollout))
+				s.start()
+				if s.m.State() != StateStandby {
+					t.Fatalf("%s: state %v, want standby", s.m.Config().Me.InstanceID, s.m.State())
+				}
+				sims = append(sims, s)
+			}
+			tick := run(t, sims...)
+			tick(lease)
+			old.apply(old.m.Release(old.now))
+			tick(lease + 50*time.Millisecond)
+			rec, _ := store.Read(context.Background())
+			var winner *sim
+			for _, s := range sims[1:] {
+				if s.m.State() == StateServing {
+					if winner != nil {
+						t.Fatalf("two serve: %s and %s", winner.m.Config().Me.InstanceID, s.m.Config().Me.InstanceID)
+					}
+					winner = s
+				}
+			}
+			if winner == nil || rec.Holder != winner.m.Config().Me {
+				t.Fatalf("nobody serves after the release (record %v)", rec)
+			}
+			won := winner.m.Config().Me
+			tick(standby - lease) // long after, before any standby timeout
+			for _, s := range sims[1:] {
+				me := s.m.Config().Me
+				switch {
+				case s == winner:
+					if s.m.State() != StateServing {
+						t.Errorf("winner %s: %v", me.InstanceID, s.m.State())
+					}
+				case me.RolloutID == won.RolloutID:
+					var as *AlreadyServingError
+					if !errors.As(s.err, &as) || as.Holder != won || s.m.State() != StateIdle {
+						t.Errorf("%s (the winner's rollout): state %v, err %v; want refused naming %s", me.InstanceID, s.m.State(), s.err, won.InstanceID)
+					}
+				default:
+					if s.m.State() != StateStandby || s.err != nil || s.m.Seen().Holder != won {
+						t.Errorf("%s (another rollout): state %v, err %v, watching %v; want standing by for the winner",
+							me.InstanceID, s.m.State(), s.err, s.m.Seen().Holder.InstanceID)
+					}
+				}
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,4 +184,91 @@ func TestOutsideDeleteFencesTheHolderAtOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	a.waitLog(`"event":"evicted"`, time.Second)
+}
+
+// TestStandbyBeatenToTheReleasedLeaseExitsThree is issue 9 item 9: two standbys of v2
+// wait while v1 serves; on v1's SIGTERM one takes the lease and the other exits 3,
+// naming it, as a second engine refused at start does (not idle for good).
+func TestStandbyBeatenToTheReleasedLeaseExitsThree(t *testing.T) {
+	srv := natstest.Start(t)
+	v1 := start(t, "v1", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)})
+	v1.waitState("serving", 20*time.Second)
+	b1 := start(t, "v2-a", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	b2 := start(t, "v2-b", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	b1.waitState("standby", 20*time.Second)
+	b2.waitState("standby", 20*time.Second)
+	ids := map[*proc]string{b1: b1.instanceID(), b2: b2.instanceID()}
+	kv := leaseKV(t, srv.URL())
+
+	v1.signal(syscall.SIGTERM)
+	if code := v1.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("v1 exited %d after SIGTERM, want 0", code)
+	}
+	var winner, loser *proc
+	select {
+	case <-b1.exited:
+		winner, loser = b2, b1
+	case <-b2.exited:
+		winner, loser = b1, b2
+	case <-time.After(20 * time.Second):
+		t.Fatalf("neither v2 standby exited after the handover (the lease names %q)", holderOf(t, kv))
+	}
+	if code := loser.exitCode(time.Second); code != 3 {
+		t.Fatalf("%s exited %d, want 3", loser.name, code)
+	}
+	winner.waitState("serving", 10*time.Second)
+	if got := holderOf(t, kv); got != ids[winner] {
+		t.Fatalf("the lease names %q, want the winner %s", got, ids[winner])
+	}
+	out := loser.out.String()
+	for _, want := range []string{"another engine already serves this NATS account: " + ids[winner], "rollout v2", "ABI_ROLLOUT_ID"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s output lacks %q:\n%s", loser.name, want, out)
+		}
+	}
+}
+
+// TestStandbyOfAnotherRolloutKeepsStandingBy is the other half of issue 9 item 9: with
+// standbys of v2 and v3 waiting for v1, whichever takes the released lease, the other
+// rollout's standby goes on standing by (and counts as ready) next to the new holder.
+func TestStandbyOfAnotherRolloutKeepsStandingBy(t *testing.T) {
+	srv := natstest.Start(t)
+	v1 := start(t, "v1", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)})
+	v1.waitState("serving", 20*time.Second)
+	v2 := start(t, "v2", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	v3 := start(t, "v3", engineConfig{NATSURL: srv.URL(), Rollout: "v3", HTTPPort: freePort(t)})
+	v2.waitState("standby", 20*time.Second)
+	v3.waitState("standby", 20*time.Second)
+	ids := map[string]*proc{v2.instanceID(): v2, v3.instanceID(): v3}
+	kv := leaseKV(t, srv.URL())
+
+	v1.signal(syscall.SIGTERM)
+	if code := v1.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("v1 exited %d after SIGTERM, want 0", code)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var winner *proc
+	for winner == nil {
+		if p := ids[holderOf(t, kv)]; p != nil && p.serving() {
+			winner = p
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no standby serves 20 s after the handover (the lease names %q)", holderOf(t, kv))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	other := v2
+	if winner == v2 {
+		other = v3
+	}
+	// Two renewals of the new holder later (half a lease), the other still stands by.
+	nextRenewal(t, kv, 5*time.Second)
+	nextRenewal(t, kv, 5*time.Second)
+	other.waitState("standby", time.Second)
+	other.waitHTTP("/readyz", 200, time.Second)
+	winner.waitState("serving", time.Second)
+	if _, body, _ := other.get("/status"); !strings.Contains(body, winner.instanceID()) {
+		t.Fatalf("%s stands by for someone else: %s", other.name, body)
+	}
 }
