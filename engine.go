@@ -466,7 +466,8 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	return nil
 }
 
-// watchEnd ends the engine when the root says it must (lost lease, standby timeout).
+// watchEnd ends the engine when the root says it must: a lost lease, or a standby whose
+// claim ended (timed out, or another engine of its rollout took the released lease).
 func (e *Engine) watchEnd(root *actors.Root) {
 	defer e.watchers.Done()
 	select {

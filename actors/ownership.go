@@ -443,7 +443,8 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 	case lease.EventAcquired:
 		log.Info("engine lease acquired: serving", append(fields, zap.String("me", lc.Me.String()))...)
 	case lease.EventTookOver:
-		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for %s", lc.Lease), fields...)
+		// The silence was judged by our lease, or by the holder's longer published one.
+		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for at least %s", lc.Lease), fields...)
 	case lease.EventStandingBy:
 		log.Info("another rollout holds the engine lease: standing by", fields...)
 	case lease.EventRestored:
@@ -460,6 +461,8 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		log.Error(fmt.Sprintf("engine lease not renewed for %s: stopped serving", lc.FenceAfter()), fields...)
 	case lease.EventLost:
 		log.Error("another engine took the engine lease", fields...)
+	case lease.EventEvicted:
+		log.Error("the engine lease was changed by a write not ours: stopped serving", fields...)
 	case lease.EventRefused:
 		log.Error("another engine already serves this NATS account", fields...)
 	case lease.EventStandbyTimedOut:
@@ -507,6 +510,8 @@ func execute(ctx context.Context, s lease.Store, op lease.Op) lease.Result {
 		res.Rev, res.Err = s.Update(ctx, op.Holder, op.Revision)
 	case lease.OpDelete:
 		res.Err = s.Delete(ctx, op.Revision)
+	case lease.OpPublish:
+		res.Err = s.Publish(ctx, op.Period)
 	default:
 		res.Err = fmt.Errorf("actors: unknown store call %v", op.Kind)
 	}
@@ -583,7 +588,8 @@ func (f *fencer) Restart(c *actor.Context) {
 // watchRetry is how long the contender waits before watching again after a failure.
 const watchRetry = 250 * time.Millisecond
 
-// contender watches the lease and owns the takeover and standby timers.
+// contender watches the lease (while claiming or standing by, and while holding, to see
+// any write not ours at once) and owns the takeover and standby timers.
 type contender struct {
 	store  lease.Store
 	timer  timer

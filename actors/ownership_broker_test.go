@@ -247,8 +247,15 @@ func TestBrokerLostReplyDeletedLeaseAndRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitRecord(t, outside, func(r lease.Record) bool { return r.Holder.InstanceID == "engine-a" })
-		if s := a.o.Status().State; s != lease.StateServing {
-			t.Fatalf("state %v", s)
+		// The delete fenced it at once (its watch saw it); the create it won serves again.
+		a.waitState(lease.StateServing, testLease)
+		var fenced bool
+		for _, r := range a.rolesNow() {
+			_, ok := r.(Fenced)
+			fenced = fenced || ok
+		}
+		if !fenced {
+			t.Fatalf("roles %v: the delete did not fence the holder", a.rolesNow())
 		}
 	})
 	t.Run("release never deletes another's lease", func(t *testing.T) {

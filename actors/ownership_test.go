@@ -436,3 +436,50 @@ func TestLateTickKeepsTheDrainingGateOpen(t *testing.T) {
 		}
 	})
 }
+
+// The holder watches its own key: a write not its own fences it at once, with no time
+// passing (its next renewal is lease/4 away), and it goes on by the usual rules.
+func TestForeignWriteFencesTheHolderAtOnce(t *testing.T) {
+	t.Run("delete", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := lease.NewMemStore()
+			a := startNode(t, store, leasetest.Holder("a", ""))
+			a.waitState(lease.StateServing, time.Second)
+			synctest.Wait()
+			before := len(a.roleLog())
+			at := time.Now()
+			if err := store.Delete(context.Background(), read(t, store).Revision); err != nil {
+				t.Fatal(err)
+			}
+			roles := a.roleLog()[before:]
+			if time.Since(at) != 0 {
+				t.Fatalf("%s passed", time.Since(at))
+			}
+			if len(roles) != 2 {
+				t.Fatalf("roles after the delete %v, want Fenced then Serving{Restored}", roles)
+			}
+			if _, ok := roles[0].(Fenced); !ok {
+				t.Fatalf("roles after the delete %v, want Fenced first", roles)
+			}
+			if s, ok := roles[1].(Serving); !ok || !s.Restored || read(t, store).Holder.InstanceID != "engine-a" {
+				t.Fatalf("roles after the delete %v, record %v: want it created again and served", roles, read(t, store))
+			}
+		})
+	})
+	t.Run("another engine's value", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := lease.NewMemStore()
+			a := startNode(t, store, leasetest.Holder("a", ""))
+			a.waitState(lease.StateServing, time.Second)
+			at := time.Now()
+			store.Put(leasetest.Holder("thief", ""))
+			synctest.Wait()
+			if s := a.o.Status(); s.State != lease.StateLost || time.Since(at) != 0 {
+				t.Fatalf("state %v after %s, want lost at once", s.State, time.Since(at))
+			}
+			if a.o.Gate().Valid() {
+				t.Fatal("gate open after the eviction")
+			}
+		})
+	})
+}

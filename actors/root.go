@@ -98,11 +98,12 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 func (r *Root) PID() *actor.PID { return r.pid }
 
 // Ended is closed when the engine must end: after a handover, or on its own when the
-// lease was lost or a standby timed out (Err says which).
+// lease was lost or a standby's claim ended (Err says which).
 func (r *Root) Ended() <-chan struct{} { return r.ended }
 
-// Err is why the engine ended on its own (*lease.LostError, *lease.StandbyTimeoutError),
-// nil after a handover or while running.
+// Err is why the engine ended on its own (*lease.LostError, *lease.StandbyTimeoutError,
+// or *lease.AlreadyServingError for a standby that another engine of its rollout beat to
+// the released lease), nil after a handover or while running.
 func (r *Root) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,10 +180,10 @@ func (a *rootActor) Receive(c *actor.Context) {
 			a.end(&lease.LostError{Holder: m.Holder})
 		}
 	case ClaimFailed:
-		var ste *lease.StandbyTimeoutError
-		if errors.As(m.Err, &ste) {
-			a.end(m.Err)
-		}
+		// The root exists once the claim stood by (or served): a claim that ends now is
+		// a standby's, timed out or beaten to a released lease by an engine of its own
+		// rollout. Either way it will never serve: end, as a refused engine does.
+		a.end(m.Err)
 	case Handover:
 		a.beginHandover(c)
 	case Accepting:

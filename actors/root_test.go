@@ -190,7 +190,9 @@ func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 			t.Fatalf("Err = %v, want LostError naming the thief", root.Err())
 		}
 		synctest.Wait()
-		want := []string{"primary serve", "primary stop", "primary serve", "primary stop"}
+		// The thief's write fences at once (Stop), and the read after it finds the lease
+		// lost (Stop again, and the end).
+		want := []string{"primary serve", "primary stop", "primary serve", "primary stop", "primary stop"}
 		if got := j.all(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("members were told %v, want %v", got, want)
 		}
@@ -200,5 +202,53 @@ func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 		<-n.e.Poison(jobsPID).Done()
 		<-n.e.Poison(p).Done()
 		<-n.e.Poison(root.PID()).Done()
+	})
+}
+
+// Two standbys of one rollout wait for v1; on its release one takes the lease, and the
+// other's engine ends with the refusal naming it (issue 9 item 9), as an engine refused
+// at start does, instead of waiting in idle for good.
+func TestStandbyBeatenToTheReleasedLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		old := startNode(t, store, leasetest.Holder("old", "v1"))
+		old.waitState(lease.StateServing, time.Second)
+		var nodes []*node
+		var roots []*Root
+		for _, name := range []string{"b1", "b2"} {
+			n := startNode(t, store, leasetest.Holder(name, "v2"))
+			n.waitState(lease.StateStandby, time.Second)
+			root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { <-n.e.Poison(root.PID()).Done() })
+			nodes, roots = append(nodes, n), append(roots, root)
+		}
+		if _, err := old.o.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(testLease)
+		synctest.Wait()
+		winner := read(t, store).Holder
+		for i, n := range nodes {
+			me := n.o.Status()
+			ended := false
+			select {
+			case <-roots[i].Ended():
+				ended = true
+			default:
+			}
+			if winner.InstanceID == leasetest.Holder([]string{"b1", "b2"}[i], "v2").InstanceID {
+				if me.State != lease.StateServing || ended {
+					t.Fatalf("winner: state %v, ended %v", me.State, ended)
+				}
+				continue
+			}
+			var as *lease.AlreadyServingError
+			if !ended || !errors.As(roots[i].Err(), &as) || as.Holder != winner {
+				t.Fatalf("loser: state %v, ended %v, err %v; want the engine ended, naming %s", me.State, ended, roots[i].Err(), winner.InstanceID)
+			}
+		}
 	})
 }

@@ -18,17 +18,23 @@
 //
 // The rules (design §4.1, §5; the ADR's "Starting a serving engine", "Fencing"):
 //
-//   - lease free: create it and serve;
-//   - held with no rollout id or the holder's: watch it for one lease period; if it
-//     renews, fail with *AlreadyServingError; if it stays silent, take it over by
-//     compare-and-swap on the revision seen;
+//   - lease free: create it, publish our lease period (Store.Publish), and serve;
+//   - held with no rollout id or the holder's: watch it for one lease period (the
+//     longer of ours and the one the holder published); if it renews, fail with
+//     *AlreadyServingError; if it stays silent, take it over by compare-and-swap on the
+//     revision seen;
 //   - held by another rollout: stand by at once; take over on release or after one
-//     silent lease period; give up after the standby timeout (*StandbyTimeoutError);
+//     silent lease period; give up after the standby timeout (*StandbyTimeoutError), or
+//     when an engine of our own rollout takes it first (*AlreadyServingError);
 //   - serving: renew every lease/4, each call cut off after lease/4; a conflict re-reads,
 //     and a holder that is still us (a renewal whose reply was lost) is renewed at the
 //     revision read; a deleted lease is created again; another holder is StateLost;
-//   - no renewal succeeded for lease/2, counted from when the last successful one was
-//     sent: StateFenced; a successful renewal serves again;
+//   - no renewal succeeded for lease/2, counted from when the last successful one (or
+//     the write that took the lease) was sent: StateFenced; a successful renewal serves
+//     again;
+//   - while holding, the watch stays on: a record we did not write (a delete, a purge,
+//     another value) fences at once (EventEvicted), and a read decides what follows, by
+//     the rules of a renewal conflict;
 //   - release deletes at our revision; on a conflict it re-reads and deletes again only
 //     while the holder is still us. It never deletes another engine's lease.
 //

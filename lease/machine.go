@@ -6,180 +6,6 @@ import (
 	"time"
 )
 
-// State is where an engine stands with the lease. The zero value is not a state.
-type State uint8
-
-// The states of design §4.5 and reference-abi §3.
-const (
-	StateIdle     State = iota + 1 // not holding: claiming, or a claim that failed
-	StateStandby                   // another rollout holds it; waiting for the handover
-	StateServing                   // holding and renewing
-	StateFenced                    // believes it holds it but could not renew: serves nothing
-	StateLost                      // another engine holds it: terminal
-	StateReleased                  // released (or never held and stopped): terminal
-)
-
-func (s State) String() string {
-	switch s {
-	case StateIdle:
-		return "idle"
-	case StateStandby:
-		return "standby"
-	case StateServing:
-		return "serving"
-	case StateFenced:
-		return "fenced"
-	case StateLost:
-		return "lost"
-	case StateReleased:
-		return "released"
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
-
-// Terminal reports whether no further transition can happen.
-func (s State) Terminal() bool { return s == StateLost || s == StateReleased }
-
-// Config is what a Machine needs. Lease and StandbyTimeout come from nats.engine.
-type Config struct {
-	Me             Holder
-	Lease          time.Duration
-	StandbyTimeout time.Duration
-}
-
-// Validate reports a configuration the machine cannot run with.
-func (c Config) Validate() error {
-	var errs []error
-	if !c.Me.Known() {
-		errs = append(errs, errors.New("lease: config: the holder has no instance id"))
-	}
-	if c.Lease <= 0 {
-		errs = append(errs, fmt.Errorf("lease: config: lease period %s must be positive", c.Lease))
-	}
-	if c.StandbyTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("lease: config: standby timeout %s must be positive", c.StandbyTimeout))
-	}
-	return errors.Join(errs...)
-}
-
-// RenewEvery is the renewal period and the bound on every store call: lease/4.
-func (c Config) RenewEvery() time.Duration { return c.Lease / 4 }
-
-// FenceAfter is how long a holder may go without a successful renewal: lease/2.
-func (c Config) FenceAfter() time.Duration { return c.Lease / 2 }
-
-// mayStandBy: a rollout id of our own that differs from the holder's.
-func (c Config) mayStandBy(h Holder) bool {
-	return c.Me.RolloutID != "" && c.Me.RolloutID != h.RolloutID
-}
-
-// OpKind names a store call.
-type OpKind uint8
-
-// The store calls a Machine asks for.
-const (
-	OpRead OpKind = iota + 1
-	OpCreate
-	OpUpdate
-	OpDelete
-)
-
-func (k OpKind) String() string {
-	switch k {
-	case OpRead:
-		return "read"
-	case OpCreate:
-		return "create"
-	case OpUpdate:
-		return "update"
-	case OpDelete:
-		return "delete"
-	}
-	return fmt.Sprintf("OpKind(%d)", uint8(k))
-}
-
-// Op is a store call the driver must run and report with Done.
-type Op struct {
-	ID       uint64 // echo it in the Result
-	Kind     OpKind
-	Holder   Holder        // create, update
-	Revision uint64        // update, delete
-	Timeout  time.Duration // cut the call off after this
-	// Renewal marks calls that keep a held lease (renewals and their re-reads); the
-	// renewer runs them, everything else runs on the ownership actor's worker.
-	Renewal bool
-}
-
-func (o Op) String() string {
-	switch o.Kind {
-	case OpUpdate, OpDelete:
-		return fmt.Sprintf("%s at revision %d", o.Kind, o.Revision)
-	}
-	return o.Kind.String()
-}
-
-// Result is the outcome of an Op. Err nil: committed; errors.Is(Err, ErrConflict):
-// surely not committed; any other error: unknown.
-type Result struct {
-	ID     uint64
-	Rev    uint64 // create, update
-	Record Record // read
-	Err    error
-}
-
-// EventKind names something a driver logs once and counts.
-type EventKind uint8
-
-// Events. Each carries the holder it concerns and, for failures, the error.
-const (
-	EventAcquired        EventKind = iota + 1 // took a free lease
-	EventTookOver                             // took over a silent holder's lease
-	EventStandingBy                           // another rollout holds it
-	EventRefused                              // claim failed: another engine serves
-	EventStandbyTimedOut                      // no handover within the standby timeout
-	EventRenewed                              // a renewal succeeded
-	EventRenewFailed                          // a renewal's outcome is unknown
-	EventFenced                               // no renewal for lease/2: stopped serving
-	EventRestored                             // renewed again after fencing: serving
-	EventLost                                 // another engine holds the lease
-	EventReleased                             // released at our revision
-	EventReleaseSkipped                       // nothing of ours to delete
-	EventReleaseFailed                        // delete's outcome unknown; frees itself after a lease
-	EventStoreError                           // a claim-side call failed; retried
-)
-
-var eventNames = map[EventKind]string{
-	EventAcquired: "acquired", EventTookOver: "took_over", EventStandingBy: "standing_by",
-	EventRefused: "refused", EventStandbyTimedOut: "standby_timed_out", EventRenewed: "renewed",
-	EventRenewFailed: "renew_failed", EventFenced: "fenced", EventRestored: "restored",
-	EventLost: "lost", EventReleased: "released", EventReleaseSkipped: "release_skipped",
-	EventReleaseFailed: "release_failed", EventStoreError: "store_error",
-}
-
-func (k EventKind) String() string {
-	if s, ok := eventNames[k]; ok {
-		return s
-	}
-	return fmt.Sprintf("EventKind(%d)", uint8(k))
-}
-
-// Event is a typed observation of the machine for logs and metrics.
-type Event struct {
-	Kind     EventKind
-	Holder   Holder // the other engine, for standby, refusal, takeover and loss
-	Revision uint64
-	Err      error
-}
-
-// Output is what one step asks of the driver.
-type Output struct {
-	Op     *Op     // run it now; nil: nothing to run
-	Events []Event // log and count each, in order
-	// Err ends a claim (state back to idle): *AlreadyServingError or
-	// *StandbyTimeoutError. The driver reports it and stops.
-	Err error
-}
-
 // step is what the call in flight (or the wait) is for.
 type step uint8
 
@@ -194,6 +20,7 @@ const (
 	stepRenewCreate
 	stepRelease
 	stepReleaseRead
+	stepPublish
 )
 
 // maxReleaseAttempts bounds the delete/re-read loop of a release.
@@ -211,16 +38,22 @@ type Machine struct {
 	sentAt   time.Time // when the call in flight was sent
 
 	// claim and standby
-	seen      Record    // the holder we watch
-	seenAt    time.Time // when we first saw seen.Revision, on our clock
-	retryAt   time.Time // retry a failed claim read
-	deadline  time.Time // standby timeout
-	observing bool      // claim wait or standby: the driver watches
+	seen      Record        // the holder we watch
+	seenAt    time.Time     // when we first saw seen.Revision, on our clock
+	seenLease time.Duration // the lease period seen's holder published; 0: none known
+	retryAt   time.Time     // retry a failed claim read
+	deadline  time.Time     // standby timeout
+	observing bool          // claim wait or standby: the driver watches
+	takeSent  time.Time     // when the last create or takeover write was sent
 
 	// holding
-	rev       uint64
-	lastOK    time.Time // when the last successful renewal (or the claim) was sent
-	nextRenew time.Time
+	rev         uint64
+	lastOK      time.Time // when the last successful renewal (or the write that took the lease) was sent
+	nextRenew   time.Time
+	taking      bool // the lease is ours: publishing our period before we serve
+	unpublished bool // our period is not known to be published: publish after a renewal
+	evict       bool // a write not ours changed the key: a read decides what follows
+	evicted     bool // that eviction was reported; cleared once serving again
 
 	releasing       bool
 	releaseAttempts int
@@ -258,8 +91,11 @@ func (m *Machine) Err() error { return m.err }
 // Seen is the other holder's record while claiming or standing by.
 func (m *Machine) Seen() Record { return m.seen }
 
-// Watching reports whether the driver should watch the lease and call Observe.
-func (m *Machine) Watching() bool { return m.observing && !m.releasing }
+// Watching reports whether the driver should watch the lease and call Observe: while
+// claiming or standing by, to see the holder renew or release, and while holding, to
+// see any write that is not ours (design §4.1). Never during a release: our own delete
+// must not look like an eviction.
+func (m *Machine) Watching() bool { return (m.observing || m.holding()) && !m.releasing }
 
 // InFlight is the call the machine waits for, if any.
 func (m *Machine) InFlight() *Op { return m.inflight }
@@ -296,7 +132,7 @@ func (m *Machine) Deadlines() Deadlines {
 			d.Fence = m.lastOK.Add(m.cfg.FenceAfter())
 		}
 	case m.observing && !m.releasing:
-		d.Takeover = m.seenAt.Add(m.cfg.Lease)
+		d.Takeover = m.takeoverAt()
 		if m.state == StateStandby {
 			d.Standby = m.deadline
 		}
@@ -307,7 +143,17 @@ func (m *Machine) Deadlines() Deadlines {
 	return d
 }
 
-func (m *Machine) holding() bool { return m.state == StateServing || m.state == StateFenced }
+// holding: the lease is ours, serving or not.
+func (m *Machine) holding() bool {
+	return m.state == StateServing || m.state == StateFenced || m.taking
+}
+
+// takeoverAt is when the holder we watch has been silent long enough to be taken over:
+// the longer of our lease period and the one it published, after we first saw its
+// revision.
+func (m *Machine) takeoverAt() time.Time {
+	return m.seenAt.Add(max(m.cfg.Lease, m.seenLease))
+}
 
 // Start begins the claim: the machine asks to read the lease.
 func (m *Machine) Start(now time.Time) Output {
@@ -322,9 +168,15 @@ func (m *Machine) Start(now time.Time) Output {
 // Observe reports a record the watch delivered.
 func (m *Machine) Observe(now time.Time, rec Record) Output {
 	var out Output
-	// A call in flight decides from the store itself; a watch record arriving meanwhile
-	// adds nothing it will not see, and the watch may be stale.
-	if m.Watching() && m.inflight == nil {
+	switch {
+	case !m.Watching():
+	case m.holding():
+		// Even with a call in flight: a renewal can hang for lease/4, and an eviction
+		// must stop us serving at once.
+		m.own(&out, rec)
+	case m.inflight == nil:
+		// A claim call in flight decides from the store itself; a watch record arriving
+		// meanwhile adds nothing it will not see, and the watch may be stale.
 		m.consider(&out, now, rec)
 	}
 	m.evaluate(&out, now)
@@ -378,11 +230,15 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 		case m.releasing:
 			// Only a lease that turns out to be ours matters now: it must be deleted.
 			if !res.Record.Free() && res.Record.Holder == m.cfg.Me {
-				m.hold(now, now, res.Record.Revision)
+				m.take(&out, now, m.takeSent, res.Record.Revision)
 			}
 		case st == stepTakeoverRead && !res.Record.Free() && res.Record.Revision == m.seen.Revision:
-			// Still the revision we saw a lease period ago: the holder is silent.
-			m.issue(&out, now, stepTakeover, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.seen.Revision})
+			// Still the revision we saw a lease period ago: the holder is silent for our
+			// period. One that published a longer period is judged by it: wait on.
+			m.learnLease(res.Record)
+			if !now.Before(m.takeoverAt()) {
+				m.issue(&out, now, stepTakeover, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.seen.Revision})
+			}
 		default:
 			m.decide(&out, now, res.Record)
 		}
@@ -395,7 +251,7 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 				kind = EventTookOver
 			}
 			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: res.Rev})
-			m.hold(now, sent, res.Rev)
+			m.take(&out, now, sent, res.Rev)
 		case m.releasing:
 			// Not ours (conflict) or unknown: a create that landed unseen frees itself
 			// after one lease period, as contenders time its silence.
@@ -411,7 +267,11 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 	case stepRenew, stepRenewCreate:
 		switch {
 		case res.Err == nil:
+			if st == stepRenewCreate {
+				m.unpublished = true // the lease is ours again: say our period again
+			}
 			m.renewed(&out, now, sent, res.Rev)
+			m.republish(&out, now)
 		case conflict && st == stepRenew:
 			m.issueAt(&out, now, sent, stepRenewRead, Op{Kind: OpRead, Renewal: true})
 		case conflict:
@@ -452,6 +312,17 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 			out.Events = append(out.Events, Event{Kind: EventReleaseFailed, Revision: op.Revision, Err: res.Err})
 		}
 
+	case stepPublish:
+		m.unpublished = res.Err != nil
+		if res.Err != nil {
+			// Contenders judge us by their own period meanwhile; try again after the
+			// next renewal.
+			out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, res.Err)})
+		}
+		if m.taking && !m.releasing {
+			m.to(StateServing)
+		}
+
 	case stepReleaseRead:
 		switch {
 		case res.Err != nil:
@@ -475,20 +346,21 @@ func (m *Machine) decide(out *Output, now time.Time, rec Record) {
 	case rec.Free():
 		m.issue(out, now, stepCreate, Op{Kind: OpCreate, Holder: m.cfg.Me})
 	case rec.Holder == m.cfg.Me:
-		// A create or takeover whose reply was lost did land.
+		// A create or takeover whose reply was lost did land: it holds since it was sent.
 		out.Events = append(out.Events, Event{Kind: EventAcquired, Revision: rec.Revision})
-		m.hold(now, now, rec.Revision)
+		m.take(out, now, m.takeSent, rec.Revision)
 	case m.observing:
 		m.consider(out, now, rec)
 	case m.cfg.mayStandBy(rec.Holder):
-		m.seen, m.seenAt = rec, now
+		m.see(now, rec)
 		m.observing = true
 		m.deadline = now.Add(m.cfg.StandbyTimeout)
 		m.to(StateStandby)
 		out.Events = append(out.Events, Event{Kind: EventStandingBy, Holder: rec.Holder, Revision: rec.Revision})
 	default:
-		// Same rollout or none: watch the holder for one lease period.
-		m.seen, m.seenAt = rec, now
+		// Same rollout or none: watch the holder for one lease period (its own, if
+		// longer).
+		m.see(now, rec)
 		m.observing = true
 	}
 }
@@ -506,7 +378,7 @@ func (m *Machine) consider(out *Output, now time.Time, rec Record) {
 		// An engine of our own rollout got there first.
 		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
 	case m.state == StateStandby:
-		m.seen, m.seenAt = rec, now
+		m.see(now, rec)
 	case rec.Holder == m.seen.Holder:
 		// The holder renewed: it is alive.
 		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
@@ -533,6 +405,11 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 	case m.releasing:
 		m.to(StateReleased)
 		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
+	case m.holding() && m.evict:
+		// What the watch showed may already be out of date: read, and go on by the
+		// rules of a renewal conflict (free: create it again; ours: renew; another's:
+		// lost).
+		m.issue(out, now, stepRenewRead, Op{Kind: OpRead, Renewal: true})
 	case m.holding():
 		if !now.Before(m.nextRenew) {
 			m.issue(out, now, stepRenew, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.rev, Renewal: true})
@@ -543,7 +420,7 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 			m.issue(out, now, stepClaimRead, Op{Kind: OpRead})
 		}
 	case m.observing:
-		if !now.Before(m.seenAt.Add(m.cfg.Lease)) {
+		if !now.Before(m.takeoverAt()) {
 			// Watchers can be blind for a while after a reconnect: re-read before the CAS.
 			m.issue(out, now, stepTakeoverRead, Op{Kind: OpRead})
 		} else if m.state == StateStandby && !now.Before(m.deadline) {
@@ -563,9 +440,19 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, st step, op Op) {
 	m.nextID++
 	op.ID = m.nextID
 	op.Timeout = m.cfg.RenewEvery()
+	if op.Kind == OpPublish {
+		// A publish must not hold up serving, or the renewal after it, for long.
+		op.Timeout /= 4
+	}
 	m.inflight, m.step, m.sentAt = &op, st, sent
-	if st == stepRenew && sent.Equal(now) {
+	switch {
+	case st == stepRenew && sent.Equal(now):
 		m.nextRenew = now.Add(m.cfg.RenewEvery())
+	case st == stepCreate || st == stepTakeover:
+		m.takeSent = sent
+	case st == stepRenewRead:
+		// Sent after the eviction was seen: its answer includes it.
+		m.evict = false
 	}
 	out.Op = &op
 }
@@ -575,15 +462,76 @@ func (m *Machine) storeError(out *Output, now time.Time, op Op, err error) {
 	m.retryAt = now.Add(m.cfg.RenewEvery())
 }
 
-// hold enters StateServing with rev, counting liveness from sent.
-func (m *Machine) hold(now, sent time.Time, rev uint64) {
+// take makes the lease ours at rev, written by a call sent at sent: liveness counts
+// from then, not from when we learnt of it. We publish our lease period before we
+// serve, so a contender with a shorter one never judges us by it; whatever the
+// publish's outcome, we then serve. While releasing we only hold it to delete it.
+func (m *Machine) take(out *Output, now, sent time.Time, rev uint64) {
 	m.rev = rev
 	m.lastOK = sent
 	m.nextRenew = sent.Add(m.cfg.RenewEvery())
 	m.observing = false
 	m.retryAt = time.Time{}
-	m.seen = Record{}
-	m.to(StateServing)
+	m.seen, m.seenLease = Record{}, 0
+	m.taking = true
+	if !m.releasing {
+		m.issue(out, now, stepPublish, m.publishOp())
+	}
+}
+
+func (m *Machine) publishOp() Op {
+	return Op{Kind: OpPublish, Period: Period{InstanceID: m.cfg.Me.InstanceID, Lease: m.cfg.Lease}, Renewal: true}
+}
+
+// republish retries a publish that failed, after a successful renewal, when it fits
+// before the next renewal is due.
+func (m *Machine) republish(out *Output, now time.Time) {
+	if !m.unpublished || m.state != StateServing || m.releasing || m.inflight != nil {
+		return
+	}
+	if now.Add(m.cfg.RenewEvery() / 4).After(m.nextRenew) {
+		return
+	}
+	m.issue(out, now, stepPublish, m.publishOp())
+}
+
+// see starts timing rec's silence from now. A watch record carries no period: the one
+// known for the same engine is kept, as an engine's period never changes.
+func (m *Machine) see(now time.Time, rec Record) {
+	if !rec.Holder.Known() || rec.Holder.InstanceID != m.seen.Holder.InstanceID {
+		m.seenLease = 0
+	}
+	m.seen, m.seenAt = rec, now
+	m.learnLease(rec)
+}
+
+// learnLease keeps the period the holder we watch published, when rec (a read) has it.
+func (m *Machine) learnLease(rec Record) {
+	if l := rec.HolderLease(); l != 0 && rec.Holder.InstanceID == m.seen.Holder.InstanceID {
+		m.seenLease = l
+	}
+}
+
+// own acts on a record the watch delivered while we hold the lease. Our own writes are
+// not news (a renewal whose reply is still on its way), nor is anything older than our
+// revision (a late delivery, a watch restarted). Anything else (a delete, a purge, a
+// value naming another engine or none) is an eviction: we stop serving at once, before
+// a renewal could notice, and a read decides what follows.
+func (m *Machine) own(out *Output, rec Record) {
+	switch {
+	case !rec.Free() && (rec.Holder == m.cfg.Me || rec.Revision <= m.rev):
+		return
+	case rec.Free() && rec.Freed != 0 && rec.Freed <= m.rev:
+		return
+	}
+	if !m.evicted {
+		m.evicted = true
+		out.Events = append(out.Events, Event{Kind: EventEvicted, Holder: rec.Holder, Revision: max(rec.Revision, rec.Freed)})
+	}
+	m.evict = true
+	if m.state != StateFenced {
+		m.to(StateFenced)
+	}
 }
 
 func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
@@ -592,8 +540,9 @@ func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
 		m.lastOK = sent
 	}
 	out.Events = append(out.Events, Event{Kind: EventRenewed, Revision: rev})
-	// A success that arrives after its own fence deadline proves nothing about now.
-	if m.state == StateFenced && now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
+	// A success that arrives after its own fence deadline proves nothing about now, nor
+	// does one sent before an eviction that no read has looked at since.
+	if m.state == StateFenced && !m.evict && now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
 		m.to(StateServing)
 		out.Events = append(out.Events, Event{Kind: EventRestored, Revision: rev})
 	}
@@ -624,7 +573,13 @@ func (m *Machine) fail(out *Output, ev Event, err error) {
 
 func (m *Machine) to(s State) {
 	m.state = s
-	if s.Terminal() {
+	switch {
+	case s == StateServing:
+		m.taking, m.evicted = false, false
+	case s == StateFenced:
+		m.taking = false
+	case s.Terminal():
+		m.taking = false
 		m.observing = false
 		m.retryAt = time.Time{}
 	}

@@ -41,7 +41,12 @@ type sim struct {
 
 func newSim(t *testing.T, store *MemStore, me Holder) *sim {
 	t.Helper()
-	m, err := NewMachine(Config{Me: me, Lease: lease, StandbyTimeout: standby})
+	return newSimWith(t, store, Config{Me: me, Lease: lease, StandbyTimeout: standby})
+}
+
+func newSimWith(t *testing.T, store *MemStore, cfg Config) *sim {
+	t.Helper()
+	m, err := NewMachine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +89,8 @@ func (s *sim) run(op Op) Result {
 		}
 	case OpDelete:
 		res.Err = s.store.Delete(ctx, op.Revision)
+	case OpPublish:
+		res.Err = s.store.Publish(ctx, op.Period)
 	}
 	return res
 }
@@ -93,9 +100,9 @@ func (s *sim) run(op Op) Result {
 func (s *sim) advance(until time.Time) {
 	for {
 		if s.m.Watching() {
-			rec, _ := s.store.Read(context.Background())
-			if rec.Revision != s.seenRev {
-				s.seenRev = rec.Revision
+			rec := s.store.watched()
+			if key := max(rec.Revision, rec.Freed); key != s.seenRev {
+				s.seenRev = key
 				s.apply(s.m.Observe(s.now, rec))
 				continue
 			}

@@ -9,9 +9,10 @@ import (
 // Like a KV store it counts every write, a delete included, in one revision sequence.
 type MemStore struct {
 	mu      sync.Mutex
-	rec     Record
+	rec     Record // as a watch delivers it: a free record carries Freed
+	period  Period
 	seq     uint64
-	changed chan struct{} // closed and replaced on every write
+	changed chan struct{} // closed and replaced on every write of the record
 }
 
 var _ Store = (*MemStore)(nil)
@@ -32,7 +33,12 @@ func (m *MemStore) Read(ctx context.Context) (Record, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.rec, nil
+	if m.rec.Free() {
+		return Record{}, nil
+	}
+	r := m.rec
+	r.Period = m.period
+	return r, nil
 }
 
 // Create implements Store.
@@ -76,7 +82,18 @@ func (m *MemStore) Delete(ctx context.Context, rev uint64) error {
 		return ErrConflict
 	}
 	m.seq++ // a delete is a write, as in a KV store
-	m.write(Record{})
+	m.write(Record{Freed: m.seq})
+	return nil
+}
+
+// Publish implements Store.
+func (m *MemStore) Publish(ctx context.Context, p Period) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.period = p
 	return nil
 }
 
@@ -88,6 +105,14 @@ func (m *MemStore) Put(h Holder) uint64 {
 	m.seq++
 	m.write(Record{Holder: h, Revision: m.seq})
 	return m.seq
+}
+
+// watched is the record as a watch delivers it: a free one carries Freed, none carries
+// the period.
+func (m *MemStore) watched() Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec
 }
 
 // Watch implements Store.

@@ -12,6 +12,13 @@ import (
 type Record struct {
 	Holder   Holder
 	Revision uint64
+	// Freed is, on a free record a watch delivers, the revision of the delete or purge
+	// that freed the lease; 0 when unknown (the key is absent, or a Read). A holder
+	// tells by it a deletion older than its own revision from one after it.
+	Freed uint64
+	// Period is what the period key held when Read read the record (a watch leaves it
+	// zero); HolderLease says whether it is the holder's.
+	Period Period
 }
 
 // Free reports whether nobody holds the lease.
@@ -44,8 +51,13 @@ type Store interface {
 	Update(ctx context.Context, h Holder, rev uint64) (uint64, error)
 	// Delete frees the lease at revision rev (rev > 0), or ErrConflict.
 	Delete(ctx context.Context, rev uint64) error
-	// Watch delivers the current record at once, then every change, until the
-	// Watcher is stopped or ctx ends.
+	// Publish writes the holder's lease period beside the record, unconditionally. It
+	// never changes the record or its revision; Read reports it with a held record.
+	Publish(ctx context.Context, p Period) error
+	// Watch delivers the current record at once, then every change of it (a delete
+	// as a free record carrying Freed), until the Watcher is stopped or ctx ends. A
+	// key never written (or gone without a marker) may deliver nothing until it is:
+	// a watch never reports a free lease it cannot vouch for.
 	Watch(ctx context.Context) (Watcher, error)
 }
 

@@ -218,7 +218,7 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	case <-stop.first:
 	case <-eng.Done():
 		if err := eng.Err(); err != nil {
-			return runtimeError(err)
+			return endedError(err)
 		}
 		return runtimeError(errors.New("the engine stopped without being asked to"))
 	}
@@ -237,6 +237,17 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	}
 	log.Info("handover complete: exiting", zap.Duration("took", time.Since(start)))
 	return nil
+}
+
+// endedError is the exit of an engine that ended on its own: 3 when another engine
+// serves (a standby that an engine of its own rollout beat to the released lease, named
+// as a refusal at start names it), 1 otherwise (lost lease, standby timeout).
+func endedError(err error) error {
+	var already *lease.AlreadyServingError
+	if errors.As(err, &already) {
+		return &exitError{code: exitServing, err: err}
+	}
+	return runtimeError(err)
 }
 
 // loadedReporter is ready only once Load has returned: an engine that took the lease

@@ -247,21 +247,27 @@ func TestRunAnotherEngineServes(t *testing.T) {
 }
 
 func TestRunEngineEndsOnItsOwn(t *testing.T) {
+	twin := lease.Holder{InstanceID: responderID, Host: "new-pod", PID: 8, Version: "v2", RolloutID: "v2", StartedAt: "2026-05-01T10:00:00Z"}
 	for _, tc := range []struct {
 		name string
 		err  error
+		code int
 		want string
 	}{
-		{"lost", &lease.LostError{Holder: lease.Holder{InstanceID: responderID, Host: "thief"}}, "another engine took the engine lease"},
-		{"standby timed out", &lease.StandbyTimeoutError{Holder: lease.Holder{Host: "old"}, Timeout: 15 * time.Minute}, "no handover within 15m0s"},
+		{"lost", &lease.LostError{Holder: lease.Holder{InstanceID: responderID, Host: "thief"}}, exitRuntime, "another engine took the engine lease"},
+		{"standby timed out", &lease.StandbyTimeoutError{Holder: lease.Holder{Host: "old"}, Timeout: 15 * time.Minute}, exitRuntime, "no handover within 15m0s"},
+		// A standby that an engine of its own rollout beat to the released lease ends as
+		// a refusal at start does: exit 3, naming the holder.
+		{"standby beaten to the lease", &lease.AlreadyServingError{Holder: twin}, exitServing,
+			"another engine already serves this NATS account: " + twin.String()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eng := newFakeEngine()
 			h := startRun(t, eng, nil, "--config", remoteConfig(t, ""))
 			waitFor(t, eng.loadCalled, "Load is called")
 			eng.endWith(tc.err)
-			if code := h.exit(t); code != exitRuntime {
-				t.Fatalf("exit %d, want 1; stderr:\n%s", code, h.stderr)
+			if code := h.exit(t); code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, h.stderr)
 			}
 			wantContains(t, "stderr", h.stderr.String(), "abi-engine: "+tc.want)
 		})

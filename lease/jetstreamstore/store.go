@@ -24,6 +24,9 @@ import (
 const (
 	DefaultBucket = "ABI_ENGINE"
 	Key           = "owner"
+	// PeriodKey holds the holder's lease period (lease.Period), beside the six-key
+	// record the Python engines read.
+	PeriodKey = "lease_period"
 )
 
 // Config chooses the bucket. The zero value is the design's bucket with one replica.
@@ -105,23 +108,49 @@ func classify(err error, conflict error) error {
 	return fmt.Errorf("jetstreamstore: %w", err)
 }
 
+// record is the lease an entry of the key says; a delete or purge marker is a free
+// lease that carries the marker's revision.
 func record(e jetstream.KeyValueEntry) lease.Record {
-	if e == nil || e.Operation() != jetstream.KeyValuePut {
+	switch {
+	case e == nil:
 		return lease.Record{}
+	case e.Operation() != jetstream.KeyValuePut:
+		return lease.Record{Freed: e.Revision()}
 	}
 	return lease.Record{Holder: lease.DecodeHolder(e.Value()), Revision: e.Revision()}
 }
 
-// Read implements lease.Store.
+func absent(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+}
+
+// Read implements lease.Store. A held record comes with the period key, read after it:
+// a holder publishes its period after it takes the key, so a reader that finds the
+// holder and then the period finds the holder's, if it was published.
 func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 	e, err := s.kv.Get(ctx, Key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	if absent(err) {
 		return lease.Record{}, nil
 	}
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", err)
 	}
-	return record(e), nil
+	r := record(e)
+	r.Freed = 0
+	if r.Free() {
+		return r, nil
+	}
+	p, err := s.kv.Get(ctx, PeriodKey)
+	switch {
+	case absent(err):
+	case err != nil:
+		// Judging a holder by the wrong period could take a live lease: no answer rather
+		// than half of one.
+		return lease.Record{}, fmt.Errorf("jetstreamstore: read %s: %w", PeriodKey, err)
+	case p.Operation() == jetstream.KeyValuePut:
+		r.Period = lease.DecodePeriod(p.Value())
+	}
+	return r, nil
 }
 
 // Create implements lease.Store.
@@ -156,6 +185,18 @@ func (s *Store) Delete(ctx context.Context, rev uint64) error {
 	}
 	err := jserr.Resend(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
 	return classify(err, lease.ErrConflict)
+}
+
+// Publish implements lease.Store.
+func (s *Store) Publish(ctx context.Context, p lease.Period) error {
+	err := jserr.Resend(ctx, func() error {
+		_, err := s.kv.Put(ctx, PeriodKey, p.Encode())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("jetstreamstore: publish %s: %w", PeriodKey, err)
+	}
+	return nil
 }
 
 // Put writes a raw value, unconditionally. Tests use it to plant a foreign value.
@@ -216,19 +257,20 @@ func (w *watcher) watchOnce(ctx context.Context, s *Store, status chan nats.Stat
 		return
 	}
 	defer kw.Stop() //nolint:errcheck // the watcher is gone either way
-	seen := false
 	for {
 		select {
 		case e, ok := <-kw.Updates():
 			if !ok {
 				return
 			}
-			// nil marks the end of the initial values; with no entry before it the key
-			// is absent, which is news too (a free lease).
-			if e == nil && seen {
+			// nil marks the end of the initial values. It is no news of the key, even
+			// with no entry before it: on a replicated bucket it can come before the
+			// current value (the consumer's pending count is read too early), and a
+			// holder must not take that for a delete. A key that is absent without a
+			// marker is reported when it is next written; readers learn of it by Read.
+			if e == nil {
 				continue
 			}
-			seen = true
 			select {
 			case w.updates <- record(e):
 			case <-ctx.Done():

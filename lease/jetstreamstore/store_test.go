@@ -2,6 +2,7 @@ package jetstreamstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -211,5 +212,70 @@ func TestWatchSurvivesABrokerRestart(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the watch did not see a write made after the broker restart within 5 s")
 		}
+	}
+}
+
+// The holder's watch tells a delete or purge after its revision from one before: the
+// free record carries the marker's revision. The lease period lives in a key of its
+// own and the record keeps its six keys.
+func TestPurgeCarriesItsRevisionAndPeriodHasItsOwnKey(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	s := open(t, nc, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := leasetest.Holder("a", "")
+	rev, err := s.Create(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(ctx, lease.Period{InstanceID: a.InstanceID, Lease: 40 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	var bucket string
+	for n := range js.KeyValueStoreNames(ctx).Name() {
+		bucket = n
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := kv.Get(ctx, jetstreamstore.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(owner.Value(), &keys); err != nil || len(keys) != 6 {
+		t.Fatalf("owner = %s, want the six keys", owner.Value())
+	}
+	period, err := kv.Get(ctx, jetstreamstore.PeriodKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(period.Value()), `{"instance_id":"engine-a","lease_ms":40000}`; got != want {
+		t.Fatalf("%s = %s, want %s", jetstreamstore.PeriodKey, got, want)
+	}
+	w, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if r := <-w.Updates(); r.Revision != rev || r.Period != (lease.Period{}) {
+		t.Fatalf("first record %+v, want revision %d and no period (a watch carries none)", r, rev)
+	}
+	if err := kv.Purge(ctx, jetstreamstore.Key); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-w.Updates():
+		if !r.Free() || r.Freed <= rev {
+			t.Fatalf("after the purge: %+v, want free with Freed > %d", r, rev)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch did not deliver the purge")
+	}
+	if r, err := s.Read(ctx); err != nil || !r.Free() || r.Freed != 0 {
+		t.Fatalf("Read after the purge = %+v, %v; want free", r, err)
 	}
 }

@@ -59,3 +59,10 @@ func (f *Flaky) Delete(ctx context.Context, rev uint64) error {
 	}
 	return f.Store.Delete(ctx, rev)
 }
+
+func (f *Flaky) Publish(ctx context.Context, p lease.Period) error {
+	if f.failing.Load() {
+		return ErrInjected
+	}
+	return f.Store.Publish(ctx, p)
+}

@@ -194,12 +194,57 @@ func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		if err := s.Delete(ctx(t), upd); err != nil {
 			t.Fatal(err)
 		}
-		next(func(r lease.Record) bool { return r.Free() }, "delete")
+		next(func(r lease.Record) bool { return r.Free() && r.Freed > upd }, "delete carrying its revision (Freed)")
 		again := mustCreate(t, s, a)
 		next(func(r lease.Record) bool { return r.Revision == again }, "create")
 		w.Stop()
 		for range w.Updates() {
 			// drain to the close
+		}
+	})
+	t.Run("publish puts the holder's period beside the record", func(t *testing.T) {
+		s := newStore(t)
+		rev := mustCreate(t, s, a)
+		if r := mustRead(t, s); r.HolderLease() != 0 {
+			t.Fatalf("Read before any publish = %v with period %+v, want none", r, r.Period)
+		}
+		p := lease.Period{InstanceID: a.InstanceID, Lease: 40 * time.Second}
+		if err := s.Publish(ctx(t), p); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		r := mustRead(t, s)
+		if r.Period != p || r.HolderLease() != p.Lease {
+			t.Fatalf("Read = %v with period %+v, want %+v", r, r.Period, p)
+		}
+		if r.Revision != rev || r.Holder != a {
+			t.Fatalf("Publish changed the record: %v, want revision %d held by a", r, rev)
+		}
+		// The holder's next renewal still finds the record at its revision.
+		if _, err := s.Update(ctx(t), a, rev); err != nil {
+			t.Fatalf("Update after Publish: %v", err)
+		}
+		p2 := lease.Period{InstanceID: a.InstanceID, Lease: 6 * time.Second}
+		if err := s.Publish(ctx(t), p2); err != nil {
+			t.Fatal(err)
+		}
+		if r := mustRead(t, s); r.Period != p2 {
+			t.Fatalf("second Publish: period %+v, want %+v", r.Period, p2)
+		}
+	})
+	t.Run("a period another engine published is not the holder's", func(t *testing.T) {
+		s := newStore(t)
+		rev := mustCreate(t, s, a)
+		if err := s.Publish(ctx(t), lease.Period{InstanceID: b.InstanceID, Lease: 40 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if r := mustRead(t, s); r.HolderLease() != 0 || r.Revision != rev {
+			t.Fatalf("Read = %v with period %+v: want a's record with no period of its own", r, r.Period)
+		}
+		if err := s.Delete(ctx(t), rev); err != nil {
+			t.Fatal(err)
+		}
+		if r := mustRead(t, s); !r.Free() || r.HolderLease() != 0 {
+			t.Fatalf("Read of a free lease = %v with period %+v", r, r.Period)
 		}
 	})
 	t.Run("wait for change returns the current record after its timeout", func(t *testing.T) {

@@ -1,0 +1,40 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is what a Machine needs. Lease and StandbyTimeout come from nats.engine.
+type Config struct {
+	Me             Holder
+	Lease          time.Duration
+	StandbyTimeout time.Duration
+}
+
+// Validate reports a configuration the machine cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if !c.Me.Known() {
+		errs = append(errs, errors.New("lease: config: the holder has no instance id"))
+	}
+	if c.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("lease: config: lease period %s must be positive", c.Lease))
+	}
+	if c.StandbyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("lease: config: standby timeout %s must be positive", c.StandbyTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// RenewEvery is the renewal period and the bound on every store call: lease/4.
+func (c Config) RenewEvery() time.Duration { return c.Lease / 4 }
+
+// FenceAfter is how long a holder may go without a successful renewal: lease/2.
+func (c Config) FenceAfter() time.Duration { return c.Lease / 2 }
+
+// mayStandBy: a rollout id of our own that differs from the holder's.
+func (c Config) mayStandBy(h Holder) bool {
+	return c.Me.RolloutID != "" && c.Me.RolloutID != h.RolloutID
+}

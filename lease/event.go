@@ -1,0 +1,48 @@
+package lease
+
+import "fmt"
+
+// EventKind names something a driver logs once and counts.
+type EventKind uint8
+
+// Events. Each carries the holder it concerns and, for failures, the error.
+const (
+	EventAcquired        EventKind = iota + 1 // took a free lease
+	EventTookOver                             // took over a silent holder's lease
+	EventStandingBy                           // another rollout holds it
+	EventRefused                              // claim failed: another engine serves
+	EventStandbyTimedOut                      // no handover within the standby timeout
+	EventRenewed                              // a renewal succeeded
+	EventRenewFailed                          // a renewal's outcome is unknown
+	EventFenced                               // no renewal for lease/2: stopped serving
+	EventRestored                             // renewed again after fencing: serving
+	EventLost                                 // another engine holds the lease
+	EventReleased                             // released at our revision
+	EventReleaseSkipped                       // nothing of ours to delete
+	EventReleaseFailed                        // delete's outcome unknown; frees itself after a lease
+	EventStoreError                           // a claim-side call failed; retried
+	EventEvicted                              // a write not ours changed our key: stopped serving
+)
+
+var eventNames = map[EventKind]string{
+	EventAcquired: "acquired", EventTookOver: "took_over", EventStandingBy: "standing_by",
+	EventRefused: "refused", EventStandbyTimedOut: "standby_timed_out", EventRenewed: "renewed",
+	EventRenewFailed: "renew_failed", EventFenced: "fenced", EventRestored: "restored",
+	EventLost: "lost", EventReleased: "released", EventReleaseSkipped: "release_skipped",
+	EventReleaseFailed: "release_failed", EventStoreError: "store_error", EventEvicted: "evicted",
+}
+
+func (k EventKind) String() string {
+	if s, ok := eventNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is a typed observation of the machine for logs and metrics.
+type Event struct {
+	Kind     EventKind
+	Holder   Holder // the other engine, for standby, refusal, takeover, eviction and loss
+	Revision uint64
+	Err      error
+}
