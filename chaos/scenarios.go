@@ -72,22 +72,30 @@ func (h *harness) exitCodes(want map[*procMember]int) {
 	h.check(r)
 }
 
-// invokedBefore keeps the calls invoked before t (every call when t is zero).
-func invokedBefore(hist []bench.Op, t time.Time) []bench.Op {
-	if t.IsZero() {
-		return hist
+// zeroFailures judges a cycle's calls by check.ZeroFailures.
+func zeroFailures(_ check.Cycle, calls []bench.Op) check.Result { return check.ZeroFailures(calls) }
+
+// answeredAfterTakeover judges every cycle's calls by check.AnsweredAfterTakeover, each
+// fault's window closed at the end of its cycle.
+func (h *harness) answeredAfterTakeover(faults []check.Fault, window time.Duration) {
+	faults = h.bounded(faults)
+	h.perCycle(h.history(), func(_ check.Cycle, calls []bench.Op) check.Result {
+		return check.AnsweredAfterTakeover(calls, faults, window)
+	})
+}
+
+// takeoversAfterSilence judges, for each fault at, the first takeover after it within
+// its cycle by check.TakeoverAfterSilence.
+func (h *harness) takeoversAfterSilence(at []time.Time) {
+	cs, events := h.cycleList(), h.leaseEvents()
+	for _, t := range at {
+		c := cs.Of(t)
+		h.check(c.Label(check.TakeoverAfterSilence(c.Revisions(events), t, h.lease, observerTolerance)))
 	}
-	var out []bench.Op
-	for _, op := range hist {
-		if op.Invoke.Before(t) {
-			out = append(out, op)
-		}
-	}
-	return out
 }
 
 // holderKept checks that the lease did not change holder within [from, to].
-func (h *harness) holderKept(name string, from, to time.Time) {
+func (h *harness) holderKept(name string, from, to time.Time) check.Result {
 	holder := h.holderAt(from)
 	var changes []string
 	for _, e := range h.leaseEvents() {
@@ -105,5 +113,5 @@ func (h *harness) holderKept(name string, from, to time.Time) {
 	if len(changes) > 0 {
 		r.Summary = fmt.Sprintf("the lease changed holder %d time(s)", len(changes))
 	}
-	h.check(r)
+	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/abi-engine/engine/chaos/fault"
 )
 
+// holderAndStandby starts the broker, a serving engine (rollout r1) and a standby (r2),
 // each through a proxy of its own when proxied, then the traffic.
 func (h *harness) holderAndStandby(proxied bool) (cur, standby *inproc, err error) {
 	if err := h.startBroker(); err != nil {
@@ -35,24 +36,30 @@ func partition(h *harness) error {
 	rollout := 2
 	var faults []check.Fault
 	for n := 0; h.cycles(n, 1); n++ {
+		if n > 0 {
+			rollout++
+			if standby, err = h.startInproc(fmt.Sprintf("r%d", rollout), true); err != nil {
+				return err
+			}
+		}
 		if err := h.sleep(h.between(h.lease/2, h.lease)); err != nil {
 			return err
 		}
 		// Slower than usual but well within a renewal's lease/4: no handover.
 		delay := h.between(h.lease/40, h.lease/20)
-		slowAt := h.fault(cur.nm, "proxy delays every byte by %s", delay)
+		slowAt := h.fault(cur.nm, "proxy delays every byte by %s", delay.Round(time.Millisecond))
 		cur.proxy.Slow(delay)
 		if err := h.sleep(h.lease); err != nil {
 			return err
 		}
 		cur.proxy.Slow(0)
 		fastAt := h.fault(cur.nm, "proxy delay removed")
-		h.holderKept("holder-kept-when-slow", slowAt, fastAt)
+		h.checkNow(h.holderKept("holder-kept-when-slow", slowAt, fastAt))
 		if err := h.sleep(h.lease / 4); err != nil {
 			return err
 		}
 		cut := h.between(2*h.lease, 3*h.lease)
-		cutAt := h.fault(cur.nm, "proxy cut for %s (connections open, bytes held)", cut)
+		cutAt := h.fault(cur.nm, "proxy cut for %s (connections open, bytes held)", cut.Round(time.Millisecond))
 		cur.proxy.Cut()
 		if err := h.sleep(cut); err != nil {
 			return err
@@ -60,9 +67,9 @@ func partition(h *harness) error {
 		cur.proxy.Restore()
 		restoreAt := h.fault(cur.nm, "proxy restored")
 		faults = append(faults, check.Fault{Name: "cut " + cur.nm, Start: cutAt, End: restoreAt})
-		h.check(check.FencedWithin(cutAt, cur.mon.entered("fenced", cutAt), h.lease/2+h.lease/5))
+		h.checkNow(check.FencedWithin(cutAt, cur.mon.entered("fenced", cutAt), h.lease/2+h.lease/5))
 		h.waitTakeoverObserved(cutAt)
-		h.check(check.TakeoverAfterSilence(h.leaseEvents(), cutAt, h.lease, observerTolerance))
+		h.checkNow(check.TakeoverAfterSilence(h.leaseEvents(), cutAt, h.lease, observerTolerance))
 		old := cur
 		if err := h.waitFor(5*h.lease, old.nm+" ending as lost", func() bool { return old.mon.current() == stateEnded }); err != nil {
 			h.expect("cut-holder-ends-lost", false, "%s", err)
@@ -73,12 +80,6 @@ func partition(h *harness) error {
 			return err
 		}
 		cur = standby
-		if h.cycles(n+1, 1) {
-			rollout++
-			if standby, err = h.startInproc(fmt.Sprintf("r%d", rollout), true); err != nil {
-				return err
-			}
-		}
 	}
 	if err := h.sleep(h.lease); err != nil {
 		return err
@@ -86,7 +87,7 @@ func partition(h *harness) error {
 	if err := h.stopTraffic(); err != nil {
 		return err
 	}
-	h.check(check.AnsweredAfterTakeover(h.history(), faults, h.lease))
+	h.answeredAfterTakeover(faults, h.lease)
 	h.historyChecks(0)
 	return nil
 }
@@ -96,6 +97,27 @@ type fleet struct {
 	h       *harness
 	next    int // the next rollout number
 	engines []*inproc
+}
+
+// alive counts the engines that have not ended.
+func (f *fleet) alive() int {
+	n := 0
+	for _, m := range f.engines {
+		if m.mon.current() != stateEnded {
+			n++
+		}
+	}
+	return n
+}
+
+// anyServing reports whether one of the engines serves.
+func (f *fleet) anyServing() bool {
+	for _, m := range f.engines {
+		if m.mon.current() == "serving" {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fleet) start() error {
@@ -126,21 +148,19 @@ func brokerRestart(h *harness) error {
 	if err := h.startTraffic(); err != nil {
 		return err
 	}
-	anyServing := func() bool {
-		for _, m := range f.engines {
-			if m.mon.current() == "serving" {
-				return true
-			}
-		}
-		return false
-	}
 	var faults []check.Fault
 	for n := 0; h.cycles(n, 1); n++ {
+		// Keep a standby: an engine that lost the lease during an outage has ended.
+		if n > 0 && f.alive() < 2 {
+			if err := f.start(); err != nil {
+				return err
+			}
+		}
 		if err := h.sleep(h.between(h.lease/2, h.lease)); err != nil {
 			return err
 		}
 		down := h.between(h.lease/10, h.lease/2)
-		stopAt := h.fault("broker", "stopped for %s", down)
+		stopAt := h.fault("broker", "stopped for %s", down.Round(time.Millisecond))
 		h.srv.Stop()
 		if err := h.sleep(down); err != nil {
 			return err
@@ -150,30 +170,18 @@ func brokerRestart(h *harness) error {
 		}
 		upAt := h.fault("broker", "started again on the same port and store")
 		faults = append(faults, check.Fault{Name: "broker restart", Start: stopAt, End: upAt})
-		if err := h.waitFor(10*h.lease, "an engine serving after the restart", anyServing); err != nil {
+		if err := h.waitFor(10*h.lease, "an engine serving after the restart", f.anyServing); err != nil {
 			return err
 		}
 		// Past the takeover window, so calls after it show the engines came back.
 		if err := h.sleep(restartWindow(h.lease) + h.lease); err != nil {
 			return err
 		}
-		// Keep a standby: an engine that lost the lease during the outage has ended.
-		alive := 0
-		for _, m := range f.engines {
-			if m.mon.current() != stateEnded {
-				alive++
-			}
-		}
-		if alive < 2 && h.cycles(n+1, 1) {
-			if err := f.start(); err != nil {
-				return err
-			}
-		}
 	}
 	if err := h.stopTraffic(); err != nil {
 		return err
 	}
-	h.check(check.AnsweredAfterTakeover(h.history(), faults, restartWindow(h.lease)))
+	h.answeredAfterTakeover(faults, restartWindow(h.lease))
 	h.historyChecks(0)
 	return nil
 }
@@ -214,8 +222,8 @@ func actorKills(h *harness) error {
 	for _, t := range contenderTargets {
 		plan = append(plan, kill{standby, t})
 	}
-	var missing []string
 	for n := 0; h.cycles(n, 1); n++ {
+		var missing []string
 		h.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 		for _, k := range plan {
 			if err := h.sleep(h.between(h.lease/4, h.lease/2)); err != nil {
@@ -232,6 +240,9 @@ func actorKills(h *harness) error {
 				missing = append(missing, fmt.Sprintf("%s: %v", k.m.nm, err))
 			}
 		}
+		slices.Sort(missing)
+		h.checkNow(check.Result{Name: "actor-targets", Passed: len(missing) == 0, Count: len(missing), Details: missing,
+			Summary: fmt.Sprintf("%d actors targeted, %d missing", len(plan), len(missing))})
 	}
 	if err := h.sleep(h.lease); err != nil {
 		return err
@@ -240,11 +251,18 @@ func actorKills(h *harness) error {
 	if err := h.stopTraffic(); err != nil {
 		return err
 	}
-	slices.Sort(missing)
-	h.check(check.Result{Name: "actor-targets", Passed: len(missing) == 0, Count: len(missing), Details: missing,
-		Summary: fmt.Sprintf("%d actors targeted, %d missing", len(plan), len(missing))})
-	h.check(check.ZeroFailures(h.history()))
-	h.holderKept("holder-kept", from, to)
+	h.perCycle(h.history(), zeroFailures)
+	for _, c := range h.cycleList() {
+		// The first cycle from the first kill's schedule, the last to the end.
+		f, t := c.From, c.To
+		if f.IsZero() {
+			f = from
+		}
+		if t.IsZero() {
+			t = to
+		}
+		h.check(c.Label(h.holderKept("holder-kept", f, t)))
+	}
 	h.historyChecks(0)
 	return nil
 }
@@ -258,6 +276,12 @@ func foreignValue(h *harness) error {
 	rollout := 2
 	var faults []check.Fault
 	for n := 0; h.cycles(n, 1); n++ {
+		if n > 0 {
+			rollout++
+			if standby, err = h.startInproc(fmt.Sprintf("r%d", rollout), false); err != nil {
+				return err
+			}
+		}
 		if err := h.sleep(h.between(h.lease/2, h.lease)); err != nil {
 			return err
 		}
@@ -279,14 +303,8 @@ func foreignValue(h *harness) error {
 			return err
 		}
 		h.waitTakeoverObserved(at)
-		h.check(check.TakeoverAfterSilence(h.leaseEvents(), at, h.lease, observerTolerance))
+		h.checkNow(check.TakeoverAfterSilence(h.leaseEvents(), at, h.lease, observerTolerance))
 		cur = standby
-		if h.cycles(n+1, 1) {
-			rollout++
-			if standby, err = h.startInproc(fmt.Sprintf("r%d", rollout), false); err != nil {
-				return err
-			}
-		}
 	}
 	if err := h.sleep(h.lease); err != nil {
 		return err
@@ -294,7 +312,7 @@ func foreignValue(h *harness) error {
 	if err := h.stopTraffic(); err != nil {
 		return err
 	}
-	h.check(check.AnsweredAfterTakeover(h.history(), faults, 2*h.lease))
+	h.answeredAfterTakeover(faults, 2*h.lease)
 	h.historyChecks(0)
 	return nil
 }
@@ -319,6 +337,11 @@ func clusterNodeLoss(h *harness) error {
 	var faults []check.Fault
 	var order []int
 	for n := 0; h.cycles(n, 3); n++ {
+		if n > 0 && f.alive() < 2 {
+			if err := f.start(); err != nil {
+				return err
+			}
+		}
 		if len(order) == 0 {
 			// A round: the lease stream's leader first, then the others in seeded order.
 			leader := h.cluster.StreamLeader(leaseStream)
@@ -363,16 +386,9 @@ func clusterNodeLoss(h *harness) error {
 		}
 		upAt := h.fault(node.Name(), "node back and caught up")
 		faults = append(faults, check.Fault{Name: "lost " + node.Name(), Start: stopAt, End: upAt})
-		alive := 0
-		for _, m := range f.engines {
-			if m.mon.current() != stateEnded {
-				alive++
-			}
-		}
-		if alive < 2 && h.cycles(n+1, 3) {
-			if err := f.start(); err != nil {
-				return err
-			}
+		// The cycle ends once an engine serves again: its calls' window closes there.
+		if err := h.waitFor(10*h.lease, "an engine serving after "+node.Name()+" came back", f.anyServing); err != nil {
+			return err
 		}
 	}
 	if err := h.sleep(h.lease); err != nil {
@@ -382,8 +398,8 @@ func clusterNodeLoss(h *harness) error {
 	if err := h.stopTraffic(); err != nil {
 		return err
 	}
-	h.check(check.ServingGap(h.serving(), from, to, h.lease))
-	h.check(check.AnsweredAfterTakeover(h.history(), faults, 2*h.lease))
+	h.check(check.ServingGap(h.serving(), from, to, h.lease, h.cycleList()))
+	h.answeredAfterTakeover(faults, 2*h.lease)
 	h.historyChecks(0)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/chaos/check"
 )
 
@@ -63,7 +64,7 @@ func rollingDeploy(h *harness) error {
 	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
 		return err
 	}
-	h.check(check.ZeroFailures(h.history()))
+	h.perCycle(h.history(), zeroFailures)
 	h.historyChecks(h.handoverOverlap())
 	h.exitCodes(want)
 	return nil
@@ -121,11 +122,8 @@ func killHolder(h *harness) error {
 	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
 		return err
 	}
-	hist := h.history()
-	h.check(check.AnsweredAfterTakeover(hist, faults, 2*h.lease+processStart))
-	for _, k := range kills {
-		h.check(check.TakeoverAfterSilence(h.leaseEvents(), k, h.lease, observerTolerance))
-	}
+	h.answeredAfterTakeover(faults, 2*h.lease+processStart)
+	h.takeoversAfterSilence(kills)
 	h.historyChecks(0)
 	h.exitCodes(want)
 	return nil
@@ -143,31 +141,24 @@ func pauseHolder(h *harness) error {
 	if err != nil {
 		return err
 	}
-	rollout++
-	standby, err := h.startProcess(fmt.Sprintf("r%d", rollout))
-	if err != nil {
-		return err
-	}
 	if err := h.startTraffic(); err != nil {
 		return err
 	}
-	type resumed struct {
-		at, until time.Time
-		by        *procMember
-	}
-	var faults []check.Fault
-	var resumes []resumed
-	var pauses []time.Time
+	var pcs []pauseCycle
+	var successors []*procMember
 	for n := 0; h.cycles(n, 1); n++ {
+		// Each cycle pauses the holder that the previous one left serving, with a
+		// standby of its own to take over.
+		rollout++
+		standby, err := h.startProcess(fmt.Sprintf("r%d", rollout))
+		if err != nil {
+			return err
+		}
 		if err := h.sleep(h.between(h.lease/2, h.lease)); err != nil {
 			return err
 		}
 		pause := h.between(2*h.lease, 3*h.lease)
-		stopAt := h.fault(cur.nm, "SIGSTOP for %s", pause)
-		if n > 0 {
-			resumes[n-1].until = stopAt
-		}
-		pauses = append(pauses, stopAt)
+		stopAt := h.fault(cur.nm, "SIGSTOP for %s", pause.Round(time.Millisecond))
 		if err := cur.p.Pause(); err != nil {
 			return err
 		}
@@ -178,8 +169,8 @@ func pauseHolder(h *harness) error {
 		if err := cur.p.Resume(); err != nil {
 			return err
 		}
-		faults = append(faults, check.Fault{Name: "SIGSTOP " + cur.nm, Start: stopAt, End: contAt})
-		resumes = append(resumes, resumed{at: contAt, by: standby})
+		pcs = append(pcs, pauseCycle{stop: stopAt, cont: contAt, paused: cur.nm})
+		successors = append(successors, standby)
 		want[cur] = 1
 		code, err := cur.wait(5 * h.lease)
 		switch {
@@ -198,12 +189,6 @@ func pauseHolder(h *harness) error {
 			return err
 		}
 		cur = standby
-		if h.cycles(n+1, 1) {
-			rollout++
-			if standby, err = h.startProcess(fmt.Sprintf("r%d", rollout)); err != nil {
-				return err
-			}
-		}
 	}
 	if err := h.stopTraffic(); err != nil {
 		return err
@@ -215,19 +200,42 @@ func pauseHolder(h *harness) error {
 	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
 		return err
 	}
-	hist := h.history()
-	// "A moment" after the resume: the signal is delivered and the process scheduled.
-	moment := h.lease / 10
-	for _, r := range resumes {
-		h.check(check.AnsweredOnlyBy(invokedBefore(hist, r.until), r.at.Add(moment), r.by.id()))
+	for i, m := range successors {
+		pcs[i].successor = m.id()
 	}
-	for _, p := range pauses {
-		h.check(check.TakeoverAfterSilence(h.leaseEvents(), p, h.lease, observerTolerance))
-	}
-	h.check(check.AnsweredAfterTakeover(hist, faults, moment))
+	h.check(pauseVerdicts(h.history(), h.leaseEvents(), h.cycleList(), pcs, h.lease)...)
 	h.historyChecks(0)
 	h.exitCodes(want)
 	return nil
 }
 
-// holderAndStandby starts the broker, a serving engine (rollout r1) and a standby (r2),
+// pauseCycle is what one cycle of pause-holder did: when it stopped and resumed the
+// holder, and which instance took over.
+type pauseCycle struct {
+	stop, cont time.Time
+	paused     string // the paused engine's name
+	successor  string // the instance that took over
+}
+
+// pauseVerdicts judges pause-holder's history one cycle at a time: in each cycle
+// every call sent from a moment after SIGCONT to the end of the cycle is answered by
+// the successor (the calls the next cycle's pause holds up are the next cycle's), the
+// successor took over only after a silent lease, and every call clear of the pause and
+// its moment is answered. pcs[i] is what cycles[i] did.
+func pauseVerdicts(hist []bench.Op, events []check.LeaseEvent, cycles check.Cycles, pcs []pauseCycle, lease time.Duration) []check.Result {
+	// "A moment" after the resume: the signal is delivered and the process scheduled.
+	moment := lease / 10
+	var out []check.Result
+	var faults []check.Fault
+	for _, pc := range pcs {
+		c := cycles.Of(pc.stop)
+		out = append(out,
+			c.Label(check.AnsweredOnlyBy(c.Calls(hist), pc.cont.Add(moment), c.To, pc.successor)),
+			c.Label(check.TakeoverAfterSilence(c.Revisions(events), pc.stop, lease, observerTolerance)))
+		faults = append(faults, check.Fault{Name: "SIGSTOP " + pc.paused, Start: pc.stop, End: pc.cont, Until: c.To})
+	}
+	out = append(out, cycles.Each(hist, func(_ check.Cycle, calls []bench.Op) check.Result {
+		return check.AnsweredAfterTakeover(calls, faults, moment)
+	})...)
+	return out
+}
