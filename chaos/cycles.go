@@ -104,3 +104,15 @@ func (h *harness) bounded(faults []check.Fault) []check.Fault {
 	}
 	return out
 }
+
+// waitAnswering waits until m has answered a call. The calls in flight at a SIGKILL
+// wait out their timeout, and with every worker waiting no call reaches the
+// replacement: a cycle that ended before the traffic resumed would leave the next
+// kill with nothing to judge, every other cycle of a soak.
+func (h *harness) waitAnswering(m member) error {
+	within := trafficConfig(h.opts).Timeout + 2*h.lease
+	return h.waitFor(within, m.name()+" answering calls", func() bool {
+		id := m.id()
+		return id != "" && h.rec.Summary().Instances[id] > 0
+	})
+}

@@ -107,6 +107,9 @@ func killHolder(h *harness) error {
 		if err := h.waitFor(5*h.lease, next.nm+" serving", func() bool { return next.mon.current() == "serving" }); err != nil {
 			return err
 		}
+		if err := h.waitAnswering(next); err != nil {
+			return err
+		}
 		cur = next
 	}
 	if err := h.sleep(h.lease); err != nil {
