@@ -230,10 +230,11 @@ func pauseVerdicts(hist []bench.Op, events []check.LeaseEvent, cycles check.Cycl
 	moment := lease / 10
 	var out []check.Result
 	var faults []check.Fault
+	calls := cycles.Split(hist)
 	for _, pc := range pcs {
 		c := cycles.Of(pc.stop)
 		out = append(out,
-			c.Label(check.AnsweredOnlyBy(c.Calls(hist), pc.cont.Add(moment), c.To, pc.successor)),
+			c.Label(check.AnsweredOnlyBy(calls[max(c.N-1, 0)], pc.cont.Add(moment), c.To, pc.successor)),
 			c.Label(check.TakeoverAfterSilence(c.Revisions(events), pc.stop, lease, observerTolerance)))
 		faults = append(faults, check.Fault{Name: "SIGSTOP " + pc.paused, Start: pc.stop, End: pc.cont, Until: c.To})
 	}

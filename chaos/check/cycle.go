@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -100,6 +101,24 @@ func (cs Cycles) Of(t time.Time) Cycle {
 	return Cycle{}
 }
 
+// Split sorts the calls by cycle in one pass: out[i] are the calls of cs[i], those
+// invoked within it (the first also takes those before it, the last those after). The
+// history of a long soak holds millions of calls and a thousand cycles, too many to
+// scan once per cycle.
+func (cs Cycles) Split(h []bench.Op) [][]bench.Op {
+	out := make([][]bench.Op, len(cs))
+	if len(cs) == 0 {
+		return out
+	}
+	for _, op := range h {
+		// The last cycle that began at or before the invocation.
+		i := sort.Search(len(cs), func(i int) bool { return op.Invoke.Before(cs[i].From) }) - 1
+		i = max(i, 0)
+		out[i] = append(out[i], op)
+	}
+	return out
+}
+
 // Each judges every cycle's calls with judge and labels each verdict with its cycle.
 // Every call is judged once, by the cycle it was invoked in; without cycles the whole
 // history is judged as one.
@@ -108,8 +127,8 @@ func (cs Cycles) Each(h []bench.Op, judge func(Cycle, []bench.Op) Result) []Resu
 		return []Result{judge(Cycle{}, h)}
 	}
 	out := make([]Result, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, c.Label(judge(c, c.Calls(h))))
+	for i, calls := range cs.Split(h) {
+		out = append(out, cs[i].Label(judge(cs[i], calls)))
 	}
 	return out
 }

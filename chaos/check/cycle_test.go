@@ -15,9 +15,13 @@ func TestCycleCallsAndRevisions(t *testing.T) {
 		get("k", instB, 0, 1000, 1001),
 		get("k", instB, 0, 2500, 2501), // after the last began: the last owns it
 	}
+	split := cs.Split(h)
 	for i, want := range []int{2, 1, 1} {
 		if got := len(cs[i].Calls(h)); got != want {
 			t.Errorf("cycle %d: %d calls, want %d", i+1, got, want)
+		}
+		if got := len(split[i]); got != want {
+			t.Errorf("split: cycle %d has %d calls, want %d", i+1, got, want)
 		}
 	}
 	if c := cs.Of(at(-5000)); c.N != 1 {
