@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/chaos/check"
+	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/client"
 	"go.uber.org/goleak"
 )
@@ -115,6 +116,10 @@ func requirePassed(t *testing.T, rep *Report) {
 // replays it.
 const ciSeed = 20260101
 
+// everyEngineAnswers are the scenarios in which every engine serves in turn, so each
+// must have answered calls: a cycle whose engine answered none judged nothing.
+var everyEngineAnswers = map[string]bool{"rolling-deploy": true, "kill-holder": true}
+
 // TestCISelection runs every scenario's short schedule with a fixed seed; -short leaves
 // out the 3-node cluster, whose start alone can take ten seconds.
 func TestCISelection(t *testing.T) {
@@ -124,7 +129,15 @@ func TestCISelection(t *testing.T) {
 			if sc.Cluster && testing.Short() {
 				t.Skip("the 3-node cluster scenario is left out under -short")
 			}
-			requirePassed(t, runScenario(t, sc.Name, Options{Seed: ciSeed}))
+			rep := runScenario(t, sc.Name, Options{Seed: ciSeed})
+			requirePassed(t, rep)
+			if everyEngineAnswers[sc.Name] {
+				for _, in := range rep.Instances {
+					if rep.Traffic.Instances[in.ID] == 0 {
+						t.Errorf("%s (%s) answered no call: its cycle had no traffic to judge\n%s", in.Name, report.Short(in.ID), table(t, rep))
+					}
+				}
+			}
 		})
 	}
 	t.Logf("CI selection ran in %s", time.Since(start).Round(time.Second))

@@ -21,7 +21,9 @@
 // value written into the lease key.
 //
 // Run runs one scenario and returns its Report (package report): a text table, a JSON
-// document and an SVG timeline of throughput, latency and lease events.
+// document and an SVG timeline of throughput, latency and every event of the run. A
+// scenario repeats its fault cycle for Options.Duration, and its checks judge one
+// cycle at a time (cycles.go, check.Cycle).
 // `abi-engine chaos --scenario S --duration D --seed N` calls it; the same command with
 // the same seed replays the same fault schedule. docs/chaos.md describes every
 // scenario and checker.

@@ -55,6 +55,8 @@ type harness struct {
 
 	observer *observer
 	nextName int
+	// cycleStarts is when each fault cycle began (cycles.go).
+	cycleStarts []time.Time
 }
 
 func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
@@ -100,13 +102,14 @@ func (h *harness) check(rs ...check.Result) {
 	h.checks = append(h.checks, rs...)
 }
 
-// expect records a result for a fact the scenario established itself.
+// expect records a result for a fact the scenario established itself, in the current
+// cycle.
 func (h *harness) expect(name string, ok bool, format string, args ...any) {
 	r := check.Result{Name: name, Passed: ok, Summary: fmt.Sprintf(format, args...)}
 	if !ok {
 		r.Count, r.Details = 1, []string{r.Summary}
 	}
-	h.check(r)
+	h.checkNow(r)
 }
 
 // sleep waits d as part of the fault schedule, or until the run is cancelled.
@@ -146,19 +149,6 @@ func (h *harness) waitFor(within time.Duration, what string, cond func() bool) e
 		}
 	}
 	return nil
-}
-
-// cycles reports whether the scenario should run another fault cycle: the fixed CI
-// count when no duration was asked for, else until the duration has passed (and at
-// least one cycle).
-func (h *harness) cycles(done, ciCount int) bool {
-	if h.ctx.Err() != nil {
-		return false
-	}
-	if h.opts.Duration <= 0 {
-		return done < ciCount
-	}
-	return done == 0 || time.Since(h.start) < h.opts.Duration
 }
 
 // startBroker starts a single JetStream broker.
@@ -425,13 +415,15 @@ func (h *harness) report(runErr error) *Report {
 		r.Error = runErr.Error()
 	}
 	h.mu.Lock()
-	r.Checks = append(r.Checks, h.checks...)
+	// A repeating scenario judged each cycle: one line per check, naming the cycles.
+	r.Checks = check.Merge(h.checks)
 	r.Events = append(r.Events, h.events...)
 	h.mu.Unlock()
 	sort.SliceStable(r.Events, func(i, j int) bool { return r.Events[i].At.Before(r.Events[j].At) })
 	for _, m := range h.allMembers() {
 		r.Instances = append(r.Instances, m.info())
 	}
+	r.Cycles = h.reportCycles(h.start.Add(elapsed))
 	r.BucketWidth, r.Series = report.Series(hist, h.start, elapsed)
 	return r
 }

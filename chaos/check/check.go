@@ -24,6 +24,11 @@ type Result struct {
 	// Count is the number of violations found; Details lists at most MaxViolations.
 	Count   int      `json:"violations"`
 	Details []string `json:"details,omitempty"`
+	// Cycle is the cycle of a repeating scenario this verdict judged (Cycle.Label), 0
+	// for a verdict over the whole run.
+	Cycle int `json:"cycle,omitempty"`
+	// Cycles are the verdicts of each cycle that Merge folded into this one.
+	Cycles []Result `json:"cycles,omitempty"`
 }
 
 // violations collects a Result's evidence, keeping at most MaxViolations lines.
@@ -48,6 +53,9 @@ func (v *violations) result(name, summary string) Result {
 type Fault struct {
 	Name       string    `json:"name"`
 	Start, End time.Time `json:"-"`
+	// Until is when the fault's cycle ended: its takeover window closes there, since
+	// the scenario saw the takeover done before it ended the cycle. Zero: no bound.
+	Until time.Time `json:"-"`
 }
 
 // stamp formats a time for evidence lines: wall clock with microseconds, enough to
@@ -125,15 +133,17 @@ func countsString(m map[string]int) string {
 
 // AnsweredAfterTakeover checks that every call clear of the faults succeeded: a call is
 // excused only when its [invoke, complete] interval meets [fault start, fault end +
-// window) of some fault, window being the longest the design lets a takeover take.
-// So a call in flight when a holder was killed may fail, and so may a call sent
-// before the successor could have taken over; every other call must be answered.
+// window) of some fault, window being the longest the design lets a takeover take,
+// cut at the end of the fault's cycle (Fault.Until). So a call in flight when a holder
+// was killed may fail, and so may a call sent before the successor could have taken
+// over; every other call must be answered.
 func AnsweredAfterTakeover(h []bench.Op, faults []Fault, window time.Duration) Result {
 	ops := measured(h)
 	var v violations
 	required := 0
+	near := nearFaults(ops, faults, window)
 	for _, op := range ops {
-		if excused(op, faults, window) {
+		if excused(op, near, window) {
 			continue
 		}
 		required++
@@ -148,27 +158,72 @@ func AnsweredAfterTakeover(h []bench.Op, faults []Fault, window time.Duration) R
 	return v.result("answered-after-takeover", summary)
 }
 
+// closes is when a fault's excuse ends: its end plus window, cut at the end of its
+// cycle.
+func closes(f Fault, window time.Duration) time.Time {
+	end := f.End
+	if end.Before(f.Start) {
+		end = f.Start
+	}
+	c := end.Add(window)
+	if !f.Until.IsZero() && f.Until.Before(c) {
+		c = f.Until
+	}
+	if c.Before(end) {
+		c = end
+	}
+	return c
+}
+
 func excused(op bench.Op, faults []Fault, window time.Duration) bool {
 	for _, f := range faults {
-		end := f.End
-		if end.Before(f.Start) {
-			end = f.Start
-		}
-		// [invoke, complete] meets [start, end+window)
-		if op.Invoke.Before(end.Add(window)) && !op.Complete.Before(f.Start) {
+		// [invoke, complete] meets [start, closes)
+		if op.Invoke.Before(closes(f, window)) && !op.Complete.Before(f.Start) {
 			return true
 		}
 	}
 	return false
 }
 
-// AnsweredOnlyBy checks that every call invoked at or after from succeeded and was
+// nearFaults keeps the faults that can excuse one of ops at all, those whose excuse
+// meets [earliest invocation, latest completion]: a cycle's calls meet a few of a
+// long soak's thousand faults.
+func nearFaults(ops []bench.Op, faults []Fault, window time.Duration) []Fault {
+	if len(ops) == 0 {
+		return nil
+	}
+	first, last := ops[0].Invoke, ops[0].Complete
+	for _, op := range ops {
+		if op.Invoke.Before(first) {
+			first = op.Invoke
+		}
+		if op.Complete.After(last) {
+			last = op.Complete
+		}
+	}
+	var out []Fault
+	for _, f := range faults {
+		if first.Before(closes(f, window)) && !last.Before(f.Start) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// AnsweredOnlyBy checks that every call in the window [from, to) succeeded and was
 // answered by instance: after a paused holder resumes, only the new holder answers.
-func AnsweredOnlyBy(h []bench.Op, from time.Time, instance string) Result {
+// A call is in the window when it was invoked at or after from and completed before
+// to, the end of the cycle (zero: no end); a call still in flight then ran into the
+// next cycle, whose faults are not this window's business, and is not judged.
+func AnsweredOnlyBy(h []bench.Op, from, to time.Time, instance string) Result {
 	var v violations
-	n := 0
+	n, late := 0, 0
 	for _, op := range measured(h) {
-		if op.Invoke.Before(from) {
+		if op.Invoke.Before(from) || (!to.IsZero() && !op.Invoke.Before(to)) {
+			continue
+		}
+		if !to.IsZero() && !op.Complete.Before(to) {
+			late++
 			continue
 		}
 		n++
@@ -179,12 +234,19 @@ func AnsweredOnlyBy(h []bench.Op, from time.Time, instance string) Result {
 			v.add("answered by another instance than %s: %s", short(instance), describe(op))
 		}
 	}
-	summary := fmt.Sprintf("%d calls invoked from %s, all answered by %s", n, stamp(from), short(instance))
+	window := "from " + stamp(from)
+	if !to.IsZero() {
+		window += " to " + stamp(to)
+	}
+	summary := fmt.Sprintf("%d calls invoked %s, all answered by %s", n, window, short(instance))
 	if n == 0 {
-		v.add("no call was invoked from %s, so nothing shows who answered", stamp(from))
-		summary = fmt.Sprintf("no call invoked from %s", stamp(from))
+		v.add("no call was invoked %s, so nothing shows who answered", window)
+		summary = "no call invoked " + window
 	} else if v.count > 0 {
-		summary = fmt.Sprintf("%d of %d calls invoked from %s were not answered by %s", v.count, n, stamp(from), short(instance))
+		summary = fmt.Sprintf("%d of %d calls invoked %s were not answered by %s", v.count, n, window, short(instance))
+	}
+	if late > 0 {
+		summary += fmt.Sprintf("; %d call(s) still in flight when the window ended left out", late)
 	}
 	return v.result("answered-only-by", summary)
 }
@@ -407,17 +469,24 @@ type Interval struct {
 }
 
 // ServingGap checks that within [from, to] no stretch longer than bound passed without
-// any engine serving, given when each instance served.
-func ServingGap(serving []Interval, from, to time.Time, bound time.Duration) Result {
+// any engine serving, given when each instance served. The stretches are judged over
+// the whole window, not cut at cycles (a cut would split a long gap in two short
+// ones); each violation names the cycle in which the stretch began.
+func ServingGap(serving []Interval, from, to time.Time, bound time.Duration, cycles Cycles) Result {
 	var v violations
 	ivs := slices.Clone(serving)
 	slices.SortFunc(ivs, func(a, b Interval) int { return a.From.Compare(b.From) })
 	covered := from // everything before covered is served (or outside the window)
 	var worst time.Duration
-	var worstAt time.Time
 	gap := func(until time.Time) {
-		if d := until.Sub(covered); d > worst {
-			worst, worstAt = d, covered
+		d := until.Sub(covered)
+		worst = max(worst, d)
+		if d > bound {
+			where := ""
+			if len(cycles) > 0 {
+				where = cycles.Of(covered).String() + ": "
+			}
+			v.add("%sno engine served from %s for %s (bound %s)", where, stamp(covered), d.Round(time.Millisecond), bound)
 		}
 	}
 	for _, iv := range ivs {
@@ -434,9 +503,6 @@ func ServingGap(serving []Interval, from, to time.Time, bound time.Duration) Res
 	}
 	if covered.Before(to) {
 		gap(to)
-	}
-	if worst > bound {
-		v.add("no engine served from %s for %s (bound %s)", stamp(worstAt), worst.Round(time.Millisecond), bound)
 	}
 	return v.result("serving-gap", fmt.Sprintf("longest stretch without a serving engine %s (bound %s)", worst.Round(time.Millisecond), bound))
 }

@@ -113,10 +113,37 @@ func TestAnsweredOnlyBy(t *testing.T) {
 		get("k", instB, 0, 3100, 3110),
 		set("k", instB, 4, 3120, 3130),
 	}
-	wantPass(t, AnsweredOnlyBy(h, at(3050), instB))
-	wantFail(t, AnsweredOnlyBy(append(h, get("k", instA, 4, 3200, 3210)), at(3050), instB), 1, "answered by another instance")
-	wantFail(t, AnsweredOnlyBy(append(h, failed(get("k", "", 0, 3200, 3300), protocol.Unavailable, false)), at(3050), instB), 1, "failed")
-	wantFail(t, AnsweredOnlyBy(h, at(5000), instB), 1, "no call was invoked")
+	open := time.Time{}
+	wantPass(t, AnsweredOnlyBy(h, at(3050), open, instB))
+	wantFail(t, AnsweredOnlyBy(append(h, get("k", instA, 4, 3200, 3210)), at(3050), open, instB), 1, "answered by another instance")
+	wantFail(t, AnsweredOnlyBy(append(h, failed(get("k", "", 0, 3200, 3300), protocol.Unavailable, false)), at(3050), open, instB), 1, "failed")
+	wantFail(t, AnsweredOnlyBy(h, at(5000), open, instB), 1, "no call was invoked")
+
+	// The window ends with the cycle at 6000: a call invoked after it, or still in
+	// flight then (the next cycle paused B), is not judged.
+	next := append(h[:len(h):len(h)],
+		failed(get("k", "", 0, 5990, 8000), protocol.DeadlineExceeded, true),
+		get("k", instC, 0, 6100, 6110))
+	r := AnsweredOnlyBy(next, at(3050), at(6000), instB)
+	wantPass(t, r)
+	if !strings.Contains(r.Summary, "2 calls invoked from 03:04:08.050000 to 03:04:11.000000") || !strings.Contains(r.Summary, "1 call(s) still in flight when the window ended left out") {
+		t.Fatalf("summary %q", r.Summary)
+	}
+	wantFail(t, AnsweredOnlyBy(next, at(3050), open, instB), 2, "answered by another instance")
+}
+
+func TestAnsweredAfterTakeoverWindowEndsWithItsCycle(t *testing.T) {
+	// A kill at 1000 whose cycle ends at 1500, when the successor served: a call that
+	// fails at 1700, in the next cycle, is not excused by the first kill's 1 s window.
+	kill := []Fault{{Name: "SIGKILL", Start: at(1000), End: at(1000), Until: at(1500)}}
+	late := []bench.Op{failed(get("k", "", 0, 1700, 1800), protocol.Unavailable, false)}
+	wantFail(t, AnsweredAfterTakeover(late, kill, time.Second), 1, "03:04:06.700000")
+	kill[0].Until = time.Time{}
+	wantPass(t, AnsweredAfterTakeover(late, kill, time.Second))
+	// A call in flight at a fault is excused whichever cycle it was sent in.
+	inFlight := []bench.Op{failed(get("k", "", 0, 900, 4000), protocol.DeadlineExceeded, true)}
+	next := []Fault{{Name: "SIGKILL", Start: at(1000), End: at(1000), Until: at(1000)}}
+	wantPass(t, AnsweredAfterTakeover(inFlight, next, time.Second))
 }
 
 func TestNoOverlapCleanHandover(t *testing.T) {
@@ -254,10 +281,16 @@ func TestServingGap(t *testing.T) {
 		{Instance: instA, From: at(1400), To: at(3000)}, // fenced 1000-1400, resumed
 		{Instance: instB, From: at(3800), To: at(6000)},
 	}
-	wantPass(t, ServingGap(serving, at(0), at(6000), time.Second))
-	wantFail(t, ServingGap(serving, at(0), at(6000), 500*time.Millisecond), 1, "for 800ms")
+	wantPass(t, ServingGap(serving, at(0), at(6000), time.Second, nil))
+	wantFail(t, ServingGap(serving, at(0), at(6000), 500*time.Millisecond, nil), 1, "for 800ms")
 	// Nobody serving at the end of the window counts too.
-	wantFail(t, ServingGap(serving, at(0), at(8000), time.Second), 1, "for 2s")
+	wantFail(t, ServingGap(serving, at(0), at(8000), time.Second, nil), 1, "for 2s")
 	// Overlapping intervals are merged.
-	wantPass(t, ServingGap([]Interval{{From: at(0), To: at(2000)}, {From: at(500), To: at(900)}, {From: at(1900), To: at(4000)}}, at(0), at(4000), 10*time.Millisecond))
+	wantPass(t, ServingGap([]Interval{{From: at(0), To: at(2000)}, {From: at(500), To: at(900)}, {From: at(1900), To: at(4000)}}, at(0), at(4000), 10*time.Millisecond, nil))
+	// Every gap over the bound is named with the cycle it began in; a gap across a
+	// cycle boundary is judged whole.
+	cycles := Cycles{{N: 1, To: at(2000)}, {N: 2, From: at(2000), To: at(3500)}, {N: 3, From: at(3500)}}
+	r := ServingGap(serving, at(0), at(6000), 300*time.Millisecond, cycles)
+	wantFail(t, r, 2, "cycle 1: no engine served from 03:04:06.000000 for 400ms")
+	wantFail(t, r, 2, "cycle 2: no engine served from 03:04:08.000000 for 800ms")
 }

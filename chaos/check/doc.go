@@ -15,9 +15,14 @@
 //     longer than the designed handover overlap, judged from the recorded calls alone.
 //   - Linearizable: the keyvalue history is linearizable per key (porcupine).
 //   - NoLeaks: no goroutine and no child process outlived the scenario.
-//   - FencedWithin, TakeoverAfterSilence, MaxGap: the timing promises of fencing,
+//   - FencedWithin, TakeoverAfterSilence, ServingGap: the timing promises of fencing,
 //     takeover and cluster fail-over, judged from observed events.
 //
 // A Result names the checker, says whether it passed, and lists a bounded number of
 // violations, each naming the operation or event that proves it.
+//
+// A repeating scenario is judged one cycle at a time: Cycle bounds what a check of
+// that cycle sees (the calls invoked in it, the lease revisions before its end) and
+// where its windows close, Cycle.Label names the cycle in the verdict and every
+// violation, and Merge folds the cycles' verdicts of a check into one line.
 package check

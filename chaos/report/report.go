@@ -78,7 +78,13 @@ type Report struct {
 	Error     string         `json:"error,omitempty"`
 	Checks    []check.Result `json:"checks"`
 	Instances []Instance     `json:"instances"`
-	Events    []Event        `json:"events"`
+	// Cycles are the fault cycles of the run, each from when it began to when the next
+	// one did (the last to the end of the run); a check of a repeating scenario judges
+	// each on its own, and its violations name the cycle.
+	Cycles []check.Cycle `json:"cycles,omitempty"`
+	// Events are everything that happened, in order: every fault, lease change, engine
+	// state, exit and step.
+	Events []Event `json:"events"`
 	// Traffic are the aggregates of the calls the scenario drove.
 	Traffic    bench.Summary `json:"traffic"`
 	Throughput float64       `json:"ops_per_sec"`
@@ -148,6 +154,17 @@ func Series(h []bench.Op, start time.Time, elapsed time.Duration) (time.Duration
 	return width, buckets
 }
 
+// failedCycles are the cycles in which a check failed, with the checks' names.
+func (r *Report) failedCycles() map[int][]string {
+	out := map[int][]string{}
+	for _, c := range r.Checks {
+		for _, n := range check.FailedCycles([]check.Result{c}) {
+			out[n] = append(out[n], c.Name)
+		}
+	}
+	return out
+}
+
 // verdict is PASS or FAIL.
 func verdict(ok bool) string {
 	if ok {
@@ -156,8 +173,8 @@ func verdict(ok bool) string {
 	return "FAIL"
 }
 
-// Table writes the report as text: the run, the traffic, every check, the instances and
-// the events.
+// Table writes the report as text: the run, the traffic, every check (with the
+// violations of those that failed), the cycles, the instances and every event.
 func (r *Report) Table(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s: %s\n", r.Scenario, verdict(r.Passed))
@@ -192,8 +209,36 @@ func (r *Report) Table(w io.Writer) error {
 	}
 	for _, c := range r.Failed() {
 		fmt.Fprintf(w, "\n%s: %d violation(s)\n", c.Name, c.Count)
+		for _, cy := range c.Cycles {
+			if !cy.Passed {
+				fmt.Fprintf(w, "  %s\n", cy.Summary)
+			}
+		}
 		for _, d := range c.Details {
 			fmt.Fprintf(w, "  - %s\n", d)
+		}
+		switch more := c.Count - len(c.Details); {
+		case more > 0 && len(c.Cycles) > 0:
+			fmt.Fprintf(w, "  (%d more: report.json lists up to %d per cycle)\n", more, check.MaxViolations)
+		case more > 0:
+			fmt.Fprintf(w, "  (%d more not listed)\n", more)
+		}
+	}
+
+	if len(r.Cycles) > 0 {
+		failed := r.failedCycles()
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CYCLE\tFROM\tTO\tRESULT")
+		for _, c := range r.Cycles {
+			res := "PASS"
+			if f := failed[c.N]; len(f) > 0 {
+				res = "FAIL " + strings.Join(f, ", ")
+			}
+			fmt.Fprintf(tw, "%d\t+%s\t+%s\t%s\n", c.N, offset(c.From.Sub(r.Start)), offset(c.To.Sub(r.Start)), res)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 

@@ -10,17 +10,21 @@ import (
 	"time"
 )
 
-// Geometry of the timeline, in SVG user units.
+// Geometry of the timeline, in SVG user units. From the top: the title, a band of
+// marker labels, the throughput and latency panels over a shared time axis, a lane of
+// ticks per kind of event, and the numbered listing of every event.
 const (
 	svgWidth    = 1200
 	marginLeft  = 80
 	marginRight = 30
 	plotWidth   = svgWidth - marginLeft - marginRight
-	titleHeight = 80
+	labelTop    = 54 // the band of marker labels, above the first panel
+	labelRow    = 10
+	labelRows   = 3
+	panelTop    = labelTop + labelRows*labelRow + 22
 	panelHeight = 170
 	panelGap    = 50
-	legendLine  = 16
-	maxLegend   = 60
+	axisHeight  = 40
 )
 
 // latency axis: a log scale from 100 µs to 10 s.
@@ -37,13 +41,33 @@ var kindColor = map[string]string{
 	KindStep:  "#2ca02c",
 }
 
+// kinds in the order of their lanes.
+var kinds = []string{KindFault, KindLease, KindState, KindExit, KindStep}
+
 // WriteSVG draws the run as a standalone SVG: successful calls per second (failed calls
-// as red bars) and latency (p50, p99 and max per slice, log scale) over time, with
-// every event a numbered vertical marker explained in the legend below.
+// as red bars) and latency (p50, p99 and max per slice, log scale) over time, the
+// cycles of a repeating scenario as bands behind them (red where a check failed),
+// every fault and lease change as a vertical marker across both panels, every event as
+// a tick in its kind's lane, and the numbered listing of every event below. Markers
+// and ticks too close to tell apart are drawn thin; a number labels a marker where it
+// fits beside its neighbours'. Each marker and tick carries its event as a tooltip.
 func (r *Report) WriteSVG(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	events := r.legendEvents()
-	height := titleHeight + 2*panelHeight + panelGap + 60 + legendLine*(len(events)+2)
+	total := r.Elapsed
+	if total <= 0 {
+		total = time.Second
+	}
+	x := func(d time.Duration) float64 {
+		return marginLeft + float64(plotWidth)*math.Min(math.Max(d.Seconds()/total.Seconds(), 0), 1)
+	}
+	top1 := panelTop
+	top2 := top1 + panelHeight + panelGap
+	bottom := top2 + panelHeight
+	lanesTop := bottom + axisHeight
+	lanesBottom := lanesTop + r.lanesHeight()
+	list := r.listing()
+	height := lanesBottom + list.height() + 20
+
 	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		svgWidth, height, svgWidth, height)
 	fmt.Fprintf(bw, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -53,77 +77,18 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, `<text x="%d" y="24" font-size="18" font-weight="bold">chaos %s: <tspan fill="%s">%s</tspan></text>`+"\n",
 		marginLeft, esc(r.Scenario), color, verdict(r.Passed))
-	fmt.Fprintf(bw, `<text x="%d" y="44" fill="#444">seed %d, lease %s, %s, %d calls (%d failed), %.0f calls/s: %s</text>`+"\n",
-		marginLeft, r.Seed, r.Lease, r.Elapsed.Round(time.Millisecond), r.Traffic.Ops, r.Traffic.Errors, r.Throughput, esc(r.Command))
+	fmt.Fprintf(bw, `<text x="%d" y="44" fill="#444">seed %d, lease %s, %s, %d calls (%d failed), %.0f calls/s, %d events: %s</text>`+"\n",
+		marginLeft, r.Seed, r.Lease, r.Elapsed.Round(time.Millisecond), r.Traffic.Ops, r.Traffic.Errors, r.Throughput, len(r.Events), esc(r.Command))
 
-	total := r.Elapsed
-	if total <= 0 {
-		total = time.Second
-	}
-	x := func(d time.Duration) float64 {
-		return marginLeft + float64(plotWidth)*math.Min(math.Max(d.Seconds()/total.Seconds(), 0), 1)
-	}
-
-	top1 := titleHeight
-	top2 := titleHeight + panelHeight + panelGap
+	r.cycleBands(bw, top1, bottom, x)
 	r.throughputPanel(bw, top1, x)
 	r.latencyPanel(bw, top2, x)
-	bottom := top2 + panelHeight
 	timeAxis(bw, bottom, total, x)
-
-	// Event markers over both panels, numbered as in the legend.
-	for i, e := range events {
-		d := e.At.Sub(r.Start)
-		xx := x(d)
-		c := kindColor[e.Kind]
-		dash := ""
-		if e.Kind != KindFault {
-			dash = ` stroke-dasharray="4 3"`
-		}
-		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="1"%s><title>%s</title></line>`+"\n",
-			xx, top1, xx, bottom, c, dash, esc(eventLine(r.Start, e)))
-		ly := top1 + 10 + (i%4)*11
-		fmt.Fprintf(bw, `<text x="%.1f" y="%d" font-size="9" fill="%s">%d</text>`+"\n", xx+2, ly, c, i+1)
-	}
-
-	// Legend.
-	ly := bottom + 50
-	fmt.Fprintf(bw, `<text x="%d" y="%d" font-weight="bold">events</text>`+"\n", marginLeft, ly)
-	kx := marginLeft + 60
-	for _, k := range []string{KindFault, KindLease, KindState, KindExit, KindStep} {
-		fmt.Fprintf(bw, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
-			kx, ly-9, kindColor[k], kx+14, ly, k)
-		kx += 70
-	}
-	for i, e := range events {
-		ly += legendLine
-		fmt.Fprintf(bw, `<text x="%d" y="%d" fill="%s">%d  %s</text>`+"\n", marginLeft, ly, kindColor[e.Kind], i+1, esc(eventLine(r.Start, e)))
-	}
-	if left := len(r.Events) - len(events); left > 0 {
-		ly += legendLine
-		fmt.Fprintf(bw, `<text x="%d" y="%d" fill="#444">%d more events in the JSON report</text>`+"\n", marginLeft, ly, left)
-	}
+	r.markers(bw, top1, bottom, x)
+	r.lanes(bw, lanesTop, x)
+	list.write(bw, lanesBottom)
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()
-}
-
-// legendEvents are the events drawn: all of them, or, when there are too many, the
-// faults, lease changes and exits first.
-func (r *Report) legendEvents() []Event {
-	if len(r.Events) <= maxLegend {
-		return r.Events
-	}
-	var out []Event
-	for _, e := range r.Events {
-		if e.Kind != KindState && len(out) < maxLegend {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func eventLine(start time.Time, e Event) string {
-	return fmt.Sprintf("+%s %s %s: %s", offset(e.At.Sub(start)), e.Kind, e.Subject, e.Detail)
 }
 
 func esc(s string) string { return html.EscapeString(s) }
