@@ -430,8 +430,7 @@ func (r *run) work(p *Primary, j job) {
 // once it is published.
 func (p *Primary) serve(r *run, j job) {
 	if !p.cfg.LeaseValid() {
-		p.fail(r, j, true, &protocol.Error{Code: protocol.Unavailable, Retryable: true,
-			Message: "this engine has not confirmed its lease within lease/2, so it ran nothing; retry"})
+		p.fail(r, j, true, protocol.Refused("this engine has not confirmed its lease within lease/2, so it ran nothing; retry"))
 		return
 	}
 	if r.ctx.Err() != nil {
@@ -496,8 +495,7 @@ func (p *Primary) call(ctx context.Context, name string, op Operation, data []by
 
 // refuse answers a call that was received but never ran because its run was stopped.
 func (p *Primary) refuse(r *run, j job, slot bool) {
-	p.fail(r, j, slot, &protocol.Error{Code: protocol.Unavailable, Retryable: true,
-		Message: fmt.Sprintf("%v before the call ran, so it ran nothing; retry", context.Cause(r.ctx))})
+	p.fail(r, j, slot, protocol.Refused("%v before the call ran, so it ran nothing; retry", context.Cause(r.ctx)))
 }
 
 // wireError is the error reply of a failed call. A context error raised because the

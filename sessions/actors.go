@@ -257,7 +257,7 @@ func (h *TransferHost) canOpen() error {
 
 func (h *TransferHost) canOpenLocked() error {
 	if !h.serving {
-		return protocol.Errorf(protocol.Unavailable, "transfer host %s of engine %s is not serving", h.prefix, h.owner)
+		return protocol.Refused("transfer host %s of engine %s is not serving, so it opened nothing; retry", h.prefix, h.owner)
 	}
 	if len(h.sessions) >= h.cfg.MaxSessions {
 		return protocol.Errorf(protocol.ResourceExhausted, "transfer host %s has %d sessions open, its limit", h.prefix, len(h.sessions))
