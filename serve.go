@@ -65,11 +65,15 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 	set.closers = append(set.closers, closeObjects)
 
 	own := e.ownership
-	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{Owner: e.InstanceID(), Logger: slogOf(e.log)})
+	// The transfer hosts check the lease before every operation, as the primaries do
+	// before every call (design §5.8).
+	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{
+		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: slogOf(e.log),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), slogOf(e.log))
+	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, slogOf(e.log))
 	if err != nil {
 		return nil, fmt.Errorf("engine: object storage transfers: %w", err)
 	}

@@ -167,6 +167,10 @@ func tell(eng *actor.Engine, to *actor.PID, msg any) {
 // open answers an open request: negotiate, check the limits, spawn the session actor.
 func (a *hostActor) open(c *actor.Context, cl *call) {
 	h := a.h
+	if err := h.checkLease(protocol.TransferOpen); err != nil {
+		cl.fail(err)
+		return
+	}
 	req := cl.req.(*protocol.TransferOpenRequest)
 	if _, ok := h.cfg.Handlers[req.Operation]; !ok {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer operation %q is not served on %s (served: %s)", req.Operation, h.prefix, h.operations()))
@@ -325,6 +329,12 @@ func (s *sessionActor) Receive(c *actor.Context) {
 		if s.h.isClosed(s.e) {
 			m.fail(notFound(s.e.id))
 			return
+		}
+		if m.op != protocol.TransferClose {
+			if err := s.h.checkLease(m.op); err != nil {
+				m.fail(err) // the session stays as it was: nothing ran
+				return
+			}
 		}
 		switch m.op {
 		case protocol.TransferWrite:

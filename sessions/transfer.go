@@ -67,6 +67,13 @@ type TransferConfig struct {
 	// Handlers maps each operation clients may open to what runs at its start. A host
 	// without handlers (the overflow host) does not subscribe to <prefix>.open.
 	Handlers map[string]Handler
+	// LeaseValid reports, with one atomic load, whether the engine's last successful
+	// lease renewal was sent less than lease/2 ago, as primaries.Config.LeaseValid does
+	// (design §5.8). Every operation that reads or changes shared data (open, write,
+	// start, read) runs only when it returns true; otherwise it is answered UNAVAILABLE,
+	// retryable, having run nothing. A close always runs: it frees only this host's
+	// memory. Required.
+	LeaseValid func() bool
 	// ChunkBytes is the largest chunk the host offers; 0 and anything above half the
 	// broker's max payload (checked at every open, as a reconnect may change it) take
 	// half the max payload. At least protocol.MinChunkBytes.
@@ -208,6 +215,9 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 	}
 	if cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("transfer host %s: idle timeout %s is negative", cfg.Prefix, cfg.IdleTimeout)
+	}
+	if cfg.LeaseValid == nil {
+		return nil, fmt.Errorf("transfer host %s: LeaseValid is nil; every transfer operation checks the lease before it runs", cfg.Prefix)
 	}
 	cfg.MaxSessions = or(cfg.MaxSessions, DefaultMaxSessions)
 	cfg.MaxCallsInFlight = or(cfg.MaxCallsInFlight, 4*cfg.MaxSessions)
@@ -658,6 +668,15 @@ func (h *TransferHost) release(e *entry, n int64) {
 
 func notFound(id string) error {
 	return protocol.Errorf(protocol.NotFound, "transfer session %s expired or was closed", id)
+}
+
+// checkLease refuses an operation when the engine has not confirmed its lease within
+// lease/2: it must run nothing, like a primary's call (design §5.8).
+func (h *TransferHost) checkLease(op string) error {
+	if h.cfg.LeaseValid() {
+		return nil
+	}
+	return protocol.Refused("transfer %s on %s: this engine has not confirmed its lease within lease/2, so it ran nothing; retry", op, h.prefix)
 }
 
 // validID checks that id is a well-formed session id owned by this host.
