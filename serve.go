@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/actors"
@@ -132,6 +133,29 @@ func (s *servingSet) stop() {
 	for _, h := range s.hosts {
 		h.Stop()
 	}
+}
+
+// answerBound bounds how long an ending engine waits for its primaries to answer the
+// calls they had received when they stopped.
+const answerBound = 5 * time.Second
+
+// answerReceived waits, after stop and bounded by answerBound, until every primary has
+// answered the calls it had received: a stopped primary drains its subscriptions and
+// refuses what it finds queued (it ran nothing, so retryably), and those answers must
+// be on the connection before it closes. This is what a resumed zombie owes the
+// callers whose calls waited for it: a refusal they resend at once, not a timeout.
+func (s *servingSet) answerReceived(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, answerBound)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range s.primaries {
+		wg.Go(func() {
+			if err := p.SessionsFinished(ctx); err != nil {
+				s.log.Warn("calls left unanswered as the engine ends", zap.String("service", p.Name()), zap.Error(err))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // poison stops the set's actors.

@@ -83,6 +83,7 @@ type Primary struct {
 	outbox   []outMsg
 	roleTail chan struct{}  // closed when the last queued role step has finished
 	roles    sync.WaitGroup // role steps under way
+	confirms sync.WaitGroup // Stop's confirmations that a stopped run has received everything
 
 	replies    replyQueue
 	running    atomic.Int64 // calls executing their operation right now
@@ -103,11 +104,16 @@ type run struct {
 
 	stopping bool // StopAccepting or Stop has ended its subscriptions; guarded by Primary.mu
 
-	// draining is set by StopAccepting; received is closed once every call routed before
-	// the confirmed UNSUB has reached the callback (or the confirmation failed).
-	draining atomic.Bool
-	received chan struct{}
+	// draining is set by StopAccepting and Stop, which drain the subscriptions; received
+	// is closed (allReceived) once every call routed before the confirmed UNSUB has
+	// reached the callback, or the confirmation failed.
+	draining     atomic.Bool
+	received     chan struct{}
+	receivedOnce sync.Once
 }
+
+// allReceived closes received; safe to call more than once.
+func (r *run) allReceived() { r.receivedOnce.Do(func() { close(r.received) }) }
 
 var _ sessions.Host = (*Primary)(nil)
 
@@ -249,20 +255,30 @@ func (p *Primary) stopAccepting(ctx context.Context) (*run, error) {
 	err := r.ms.Stop()
 	p.mu.Unlock()
 	if err != nil {
-		close(r.received)
+		r.allReceived()
 		return r, fmt.Errorf("primaries: stop accepting %q: %w", p.svc.Name, err)
 	}
-	if err := flush(ctx, p.cfg.Conn); err != nil {
-		close(r.received)
+	if err := p.confirmReceived(ctx, r); err != nil {
 		return r, fmt.Errorf("primaries: confirm that %q stopped accepting: %w", p.svc.Name, err)
 	}
-	// After the PONG every call routed to us sits in a subscription's pending list. The
-	// barrier runs once each has been handed to its callback, which counts the call
-	// before it returns; from then on the run's counter sees every call it will ever get.
-	if err := p.cfg.Conn.Barrier(func() { close(r.received) }); err != nil {
-		close(r.received)
-	}
 	return r, nil
+}
+
+// confirmReceived closes r.received once every call the broker routed to r's drained
+// subscriptions before their UNSUB has reached the callback: a flush round trip proves
+// the broker processed the UNSUB, and after its PONG every such call sits in a
+// subscription's pending list. The barrier runs once each has been handed to its
+// callback, which counts the call before it returns; from then on the run's counter
+// sees every call it will ever get. On an error received is closed at once.
+func (p *Primary) confirmReceived(ctx context.Context, r *run) error {
+	if err := flush(ctx, p.cfg.Conn); err != nil {
+		r.allReceived()
+		return err
+	}
+	if err := p.cfg.Conn.Barrier(r.allReceived); err != nil {
+		r.allReceived()
+	}
+	return nil
 }
 
 // SessionsFinished returns nil once every call received has been answered, or ctx's
@@ -305,19 +321,33 @@ func (p *Primary) prune() {
 	p.runs.Store(&rs)
 }
 
-// Stop ends the subscriptions and cancels every running call at once; calls waiting
-// for a slot and calls still delivered from the subscriptions' buffers are answered
-// UNAVAILABLE (retryable: they did not run). It does not wait for a broker round trip;
-// the actor's Stop does. Safe to call more than once.
+// Stop ends the subscriptions and cancels every running call at once. The
+// subscriptions are drained, not dropped: every call the broker routed here before the
+// UNSUB is still handed to the callback, which refuses it, like a call waiting for a
+// slot: UNAVAILABLE, retryable, as it did not run. So a paused engine that resumes
+// answers everything it finds queued, and its callers resend at once instead of
+// waiting for their timeout. Stop returns at once; SessionsFinished (and Close) wait
+// until those calls are answered, which takes a broker round trip. Safe to call more
+// than once.
 func (p *Primary) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.loadRuns() {
 		r.cancel(errStopped)
-		if !r.stopping {
-			r.stopping = true
-			_ = r.ms.Stop() // only fails on a closed connection, which has no subscription left
+		if r.stopping {
+			continue // StopAccepting confirms its own drain
 		}
+		r.stopping = true
+		r.draining.Store(true)
+		if err := r.ms.Stop(); err != nil { // only fails on a closed connection: nothing left to receive
+			r.allReceived()
+			continue
+		}
+		p.confirms.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			defer cancel()
+			_ = p.confirmReceived(ctx, r) // a connection that failed the round trip delivers nothing more
+		})
 	}
 }
 
@@ -332,6 +362,7 @@ func (p *Primary) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		p.roles.Wait()
+		p.confirms.Wait()
 		close(done)
 	}()
 	select {
