@@ -421,15 +421,17 @@ func (s *sessionActor) startDone(d startDone) {
 	e.running = false
 	h.mu.Unlock()
 	h.release(e, d.upload)
+	// A failed start ends the session before it is answered, so a client that reads the
+	// error finds the session gone.
 	if d.err != nil {
 		h.log.Info("transfer operation failed", "session", e.id, "operation", e.op, "error", d.err)
-		d.call.fail(d.err)
 		h.closeEntry(e, "its operation failed", true)
+		d.call.fail(d.err)
 		return
 	}
 	if err := h.reserve(e, int64(len(d.result))); err != nil {
-		d.call.fail(err)
 		h.closeEntry(e, "its result did not fit", true)
+		d.call.fail(err)
 		return
 	}
 	s.started, s.result = true, d.result
