@@ -21,6 +21,7 @@ import (
 // per service, the session hosts, the jobs host, and their actors.
 type servingSet struct {
 	log       *zap.Logger
+	conn      *nats.Conn // the service connection every member uses
 	kv        keyvalue.Store
 	objects   objectstorage.Store
 	primaries []*primaries.Primary
@@ -45,7 +46,7 @@ func (s *servingSet) openSessions() int {
 // buildServing opens the backends and builds everything the engine serves, spawned
 // as actors that serve nothing until the root tells them to.
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet, err error) {
-	set := &servingSet{log: e.log, named: map[string]*actor.PID{}}
+	set := &servingSet{log: e.log, conn: nc, named: map[string]*actor.PID{}}
 	defer func() {
 		if err != nil {
 			// Close what was opened; actors spawned so far are poisoned by teardown.
@@ -144,7 +145,14 @@ const answerBound = 5 * time.Second
 // refuses what it finds queued (it ran nothing, so retryably), and those answers must
 // be on the connection before it closes. This is what a resumed zombie owes the
 // callers whose calls waited for it: a refusal they resend at once, not a timeout.
+//
+// A connection that is not connected gets no wait: nothing more arrives on it, its
+// answers could not leave, and a subscription drained while it reconnects survives at
+// the broker (sessions.WaitConnected), swallowing calls until the connection closes.
 func (s *servingSet) answerReceived(ctx context.Context) {
+	if !s.conn.IsConnected() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, answerBound)
 	defer cancel()
 	var wg sync.WaitGroup
