@@ -559,8 +559,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// teardown stops what Load started, in order: members, actors, backends, connections,
-// the broker. It is idempotent.
+// teardown stops what Load started, in order: members (and the answers to what they
+// had received), actors, backends, connections, the broker. It is idempotent.
 func (e *Engine) teardown(ctx context.Context) {
 	e.mu.Lock()
 	set, root, sys, own := e.serving, e.root, e.actorSys, e.ownership
@@ -571,6 +571,7 @@ func (e *Engine) teardown(ctx context.Context) {
 	defer stop()
 	if set != nil {
 		set.stop()
+		set.answerReceived(bound) // before anything closes: see answerReceived
 	}
 	if root != nil {
 		<-sys.PoisonCtx(bound, root.PID()).Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/actors"
@@ -20,6 +21,7 @@ import (
 // per service, the session hosts, the jobs host, and their actors.
 type servingSet struct {
 	log       *zap.Logger
+	conn      *nats.Conn // the service connection every member uses
 	kv        keyvalue.Store
 	objects   objectstorage.Store
 	primaries []*primaries.Primary
@@ -44,7 +46,7 @@ func (s *servingSet) openSessions() int {
 // buildServing opens the backends and builds everything the engine serves, spawned
 // as actors that serve nothing until the root tells them to.
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet, err error) {
-	set := &servingSet{log: e.log, named: map[string]*actor.PID{}}
+	set := &servingSet{log: e.log, conn: nc, named: map[string]*actor.PID{}}
 	defer func() {
 		if err != nil {
 			// Close what was opened; actors spawned so far are poisoned by teardown.
@@ -65,11 +67,15 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 	set.closers = append(set.closers, closeObjects)
 
 	own := e.ownership
-	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{Owner: e.InstanceID(), Logger: slogOf(e.log)})
+	// The transfer hosts check the lease before every operation, as the primaries do
+	// before every call (design §5.8).
+	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{
+		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: slogOf(e.log),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), slogOf(e.log))
+	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, slogOf(e.log))
 	if err != nil {
 		return nil, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
@@ -128,6 +134,36 @@ func (s *servingSet) stop() {
 	for _, h := range s.hosts {
 		h.Stop()
 	}
+}
+
+// answerBound bounds how long an ending engine waits for its primaries to answer the
+// calls they had received when they stopped.
+const answerBound = 5 * time.Second
+
+// answerReceived waits, after stop and bounded by answerBound, until every primary has
+// answered the calls it had received: a stopped primary drains its subscriptions and
+// refuses what it finds queued (it ran nothing, so retryably), and those answers must
+// be on the connection before it closes. This is what a resumed zombie owes the
+// callers whose calls waited for it: a refusal they resend at once, not a timeout.
+//
+// A connection that is not connected gets no wait: nothing more arrives on it, its
+// answers could not leave, and a subscription drained while it reconnects survives at
+// the broker (sessions.WaitConnected), swallowing calls until the connection closes.
+func (s *servingSet) answerReceived(ctx context.Context) {
+	if !s.conn.IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, answerBound)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range s.primaries {
+		wg.Go(func() {
+			if err := p.SessionsFinished(ctx); err != nil {
+				s.log.Warn("calls left unanswered as the engine ends", zap.String("service", p.Name()), zap.Error(err))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // poison stops the set's actors.

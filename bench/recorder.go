@@ -42,8 +42,9 @@ type Op struct {
 	Err string `json:"err,omitempty"`
 	// Indefinite reports a failure after which the call may still have taken effect,
 	// at any time after Invoke: a timeout, a cancelled call, a connection lost on the
-	// way, an engine's INTERNAL or DEADLINE_EXCEEDED. Other failures ran nothing (no
-	// responders, a fenced engine's retryable UNAVAILABLE, INVALID_ARGUMENT, ...).
+	// way, an engine's INTERNAL or DEADLINE_EXCEEDED, and an UNAVAILABLE that is not
+	// retryable (a lost ack, a commit of unknown result). Other failures ran nothing (no
+	// responders, a retryable UNAVAILABLE, INVALID_ARGUMENT, ...).
 	Indefinite bool `json:"indefinite,omitempty"`
 	// Instance is the engine instance that answered, with a reply or an error reply;
 	// empty when none did.

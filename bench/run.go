@@ -364,8 +364,11 @@ func failure(op *Op, err error) {
 
 // mayHaveRun reports whether a failed call may still have taken effect. It certainly
 // did not when nobody received it, when it never left (too large, malformed), or when
-// an engine refused it before running it: a fenced engine's retryable UNAVAILABLE,
-// INVALID_ARGUMENT, NOT_FOUND, CONFLICT, PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED.
+// an engine says it changed nothing: a retryable UNAVAILABLE (refused before it ran, or
+// a write the backend did not apply), INVALID_ARGUMENT, NOT_FOUND, CONFLICT,
+// PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED. Every other failure is indefinite: a timeout,
+// INTERNAL, DEADLINE_EXCEEDED, and an UNAVAILABLE without retryable (a lost ack, a
+// commit of unknown result, a call the engine stopped while it ran).
 func mayHaveRun(ce *client.CallError) bool {
 	if ce.Cause != nil {
 		if errors.Is(ce.Cause, nats.ErrNoResponders) {

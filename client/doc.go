@@ -4,7 +4,9 @@
 // A handover between engines is invisible to the caller. While one engine stops
 // accepting and the next one subscribes, requests briefly reach nobody ("no responders"),
 // and an engine that was fenced answers UNAVAILABLE with retryable true without running
-// anything. In both cases nothing ran, so the Transport resends the call. It starts with
+// anything. In both cases nothing ran, so the Transport resends the call; retryable true
+// means exactly that, whoever sets it (a backend that refused a write sets it too), and
+// an UNAVAILABLE without it (a write whose outcome is unknown) is never resent. It starts with
 // a 50 ms pause, doubles it up to 500 ms, and keeps going for up to 5 s (RetryPolicy).
 // The window closes 0.5 s before the caller's deadline, so the caller sees "no
 // responders" rather than a timeout. Only subjects that any serving engine answers

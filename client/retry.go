@@ -7,9 +7,9 @@ import (
 )
 
 // RetryPolicy says how long a call keeps resending while nobody received it ("no
-// responders", or an engine that answered UNAVAILABLE with retryable true because it was
-// fenced and ran nothing). Resending such a call is always safe; a timeout is never
-// resent, because the call may have run.
+// responders", or an engine that answered UNAVAILABLE with retryable true: fenced, or a
+// backend that surely applied nothing). Resending such a call is always safe; a timeout
+// or an UNAVAILABLE without retryable is never resent, because the call may have run.
 type RetryPolicy struct {
 	// Window is how long after the first attempt the last one may start. 0 disables
 	// retrying.

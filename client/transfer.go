@@ -258,7 +258,7 @@ func ranAlready(ce *CallError) *CallError {
 // payload (what a host offers anyway) and at most maxChunkBytes.
 func chunkFor(maxPayload int64) (int, *protocol.Error) {
 	if maxPayload <= 0 {
-		return 0, protocol.Errorf(protocol.Unavailable, "the NATS connection has not learnt the broker's max payload yet; it is not connected")
+		return 0, protocol.Refused("the NATS connection has not learnt the broker's max payload yet; it is not connected, and nothing was sent")
 	}
 	c := min(maxPayload/2, (maxPayload-transferEnvelopeBytes)/4*3, maxChunkBytes)
 	if c < protocol.MinChunkBytes {

@@ -61,6 +61,8 @@ func newObjectEngine(t *testing.T, srv *natstest.Server, tcfg sessions.TransferC
 	}
 	tcfg.Prefix = objectPrefix
 	tcfg.Handlers = map[string]sessions.Handler{"put": e.transferPut, "get": e.transferGet}
+	tcfg.LeaseValid = func() bool { return true }
+	ocfg.LeaseValid = tcfg.LeaseValid
 	if e.transfers, err = sessions.NewTransferHost(natstest.Connect(t, srv.URL()), tcfg); err != nil {
 		t.Fatal(err)
 	}

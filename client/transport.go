@@ -105,7 +105,9 @@ type Reply struct {
 // policy's window, which ends the policy's margin before the deadline, so the caller
 // sees "no responders" rather than a timeout. Other subjects fail at once. Every error is
 // a *CallError (see there for matching); an engine's error reply is never resent unless
-// it is UNAVAILABLE with retryable true (a fenced engine that ran nothing).
+// it is UNAVAILABLE with retryable true, which means the call changed nothing (a fenced
+// engine that ran nothing, a write the backend refused). An UNAVAILABLE without it may
+// hide a write that took effect, and is returned as it is.
 //
 // A request whose headers carry protocol.HeaderOverflow "1" says the caller can take a
 // reply larger than one message: when the engine parks such a reply and answers with a
@@ -170,8 +172,8 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 }
 
 // nobodyRan reports whether the call certainly did not run: the broker found no
-// subscriber, or the engine refused it before running it (fenced: UNAVAILABLE with
-// retryable true, design §5.8).
+// subscriber, or the engine says it changed nothing (UNAVAILABLE with retryable true,
+// design §5.8: refused before it ran, or not applied by the backend).
 func nobodyRan(ce *CallError) bool {
 	if ce.Cause != nil {
 		return errors.Is(ce.Cause, nats.ErrNoResponders)

@@ -239,7 +239,7 @@ func TestFencedEngineIsRetriedUntilTheNextAnswers(t *testing.T) {
 	var delivered atomic.Int32
 	if _, err := en.QueueSubscribe(subject, "q", func(m *nats.Msg) {
 		if delivered.Add(1) <= 2 {
-			replyError(t, m, protocol.Errorf(protocol.Unavailable, "engine fenced"))
+			replyError(t, m, protocol.Refused("engine fenced"))
 			return
 		}
 		reply(t, m, []byte(`{"found":false}`))

@@ -37,8 +37,9 @@ type wake struct{}
 //     actors.Drained once none is in flight. Calls still running at Deadline are
 //     cancelled, and Drained follows once they have returned. A zero Deadline waits for
 //     the calls (or a Stop).
-//   - actors.Stop: cancel running calls at once, end the subscriptions, confirm at the
-//     broker; reply actors.Down.
+//   - actors.Stop: cancel running calls at once, end the subscriptions (drained: what
+//     the broker had routed here is refused, retryably), confirm at the broker; reply
+//     actors.Down.
 //
 // Role messages are executed in the order received; the actor never blocks, the broker
 // round trips run on goroutines of the Primary. Send them with Context.Send, not

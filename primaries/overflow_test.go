@@ -41,7 +41,7 @@ func TestReplyAboveMaxPayloadIsParked(t *testing.T) {
 	srv := natstest.Start(t, natstest.WithMaxPayload(8<<10))
 	nc, client := natstest.Connect(t, srv.URL()), natstest.Connect(t, srv.URL())
 	owner := sessions.NewOwnerID()
-	o, err := sessions.NewOverflowHost(natstest.Connect(t, srv.URL()), sessions.OverflowConfig{Owner: owner})
+	o, err := sessions.NewOverflowHost(natstest.Connect(t, srv.URL()), sessions.OverflowConfig{Owner: owner, LeaseValid: func() bool { return true }})
 	if err != nil {
 		t.Fatal(err)
 	}

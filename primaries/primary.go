@@ -2,13 +2,10 @@ package primaries
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,10 +20,6 @@ import (
 
 // MaxConcurrentLimit is the largest MaxConcurrent a Primary accepts (design §4.4).
 const MaxConcurrentLimit = 4096
-
-// maxYields bounds how often the goroutine publishing replies yields to let more
-// replies join its batch (see replyQueue).
-const maxYields = 3
 
 // flushTimeout bounds a broker round trip when the caller's context has no deadline.
 const flushTimeout = 10 * time.Second
@@ -90,6 +83,7 @@ type Primary struct {
 	outbox   []outMsg
 	roleTail chan struct{}  // closed when the last queued role step has finished
 	roles    sync.WaitGroup // role steps under way
+	confirms sync.WaitGroup // Stop's confirmations that a stopped run has received everything
 
 	replies    replyQueue
 	running    atomic.Int64 // calls executing their operation right now
@@ -110,11 +104,16 @@ type run struct {
 
 	stopping bool // StopAccepting or Stop has ended its subscriptions; guarded by Primary.mu
 
-	// draining is set by StopAccepting; received is closed once every call routed before
-	// the confirmed UNSUB has reached the callback (or the confirmation failed).
-	draining atomic.Bool
-	received chan struct{}
+	// draining is set by StopAccepting and Stop, which drain the subscriptions; received
+	// is closed (allReceived) once every call routed before the confirmed UNSUB has
+	// reached the callback, or the confirmation failed.
+	draining     atomic.Bool
+	received     chan struct{}
+	receivedOnce sync.Once
 }
+
+// allReceived closes received; safe to call more than once.
+func (r *run) allReceived() { r.receivedOnce.Do(func() { close(r.received) }) }
 
 var _ sessions.Host = (*Primary)(nil)
 
@@ -256,20 +255,30 @@ func (p *Primary) stopAccepting(ctx context.Context) (*run, error) {
 	err := r.ms.Stop()
 	p.mu.Unlock()
 	if err != nil {
-		close(r.received)
+		r.allReceived()
 		return r, fmt.Errorf("primaries: stop accepting %q: %w", p.svc.Name, err)
 	}
-	if err := flush(ctx, p.cfg.Conn); err != nil {
-		close(r.received)
+	if err := p.confirmReceived(ctx, r); err != nil {
 		return r, fmt.Errorf("primaries: confirm that %q stopped accepting: %w", p.svc.Name, err)
 	}
-	// After the PONG every call routed to us sits in a subscription's pending list. The
-	// barrier runs once each has been handed to its callback, which counts the call
-	// before it returns; from then on the run's counter sees every call it will ever get.
-	if err := p.cfg.Conn.Barrier(func() { close(r.received) }); err != nil {
-		close(r.received)
-	}
 	return r, nil
+}
+
+// confirmReceived closes r.received once every call the broker routed to r's drained
+// subscriptions before their UNSUB has reached the callback: a flush round trip proves
+// the broker processed the UNSUB, and after its PONG every such call sits in a
+// subscription's pending list. The barrier runs once each has been handed to its
+// callback, which counts the call before it returns; from then on the run's counter
+// sees every call it will ever get. On an error received is closed at once.
+func (p *Primary) confirmReceived(ctx context.Context, r *run) error {
+	if err := flush(ctx, p.cfg.Conn); err != nil {
+		r.allReceived()
+		return err
+	}
+	if err := p.cfg.Conn.Barrier(r.allReceived); err != nil {
+		r.allReceived()
+	}
+	return nil
 }
 
 // SessionsFinished returns nil once every call received has been answered, or ctx's
@@ -312,19 +321,33 @@ func (p *Primary) prune() {
 	p.runs.Store(&rs)
 }
 
-// Stop ends the subscriptions and cancels every running call at once; calls waiting
-// for a slot and calls still delivered from the subscriptions' buffers are answered
-// UNAVAILABLE (retryable: they did not run). It does not wait for a broker round trip;
-// the actor's Stop does. Safe to call more than once.
+// Stop ends the subscriptions and cancels every running call at once. The
+// subscriptions are drained, not dropped: every call the broker routed here before the
+// UNSUB is still handed to the callback, which refuses it, like a call waiting for a
+// slot: UNAVAILABLE, retryable, as it did not run. So a paused engine that resumes
+// answers everything it finds queued, and its callers resend at once instead of
+// waiting for their timeout. Stop returns at once; SessionsFinished (and Close) wait
+// until those calls are answered, which takes a broker round trip. Safe to call more
+// than once.
 func (p *Primary) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.loadRuns() {
 		r.cancel(errStopped)
-		if !r.stopping {
-			r.stopping = true
-			_ = r.ms.Stop() // only fails on a closed connection, which has no subscription left
+		if r.stopping {
+			continue // StopAccepting confirms its own drain
 		}
+		r.stopping = true
+		r.draining.Store(true)
+		if err := r.ms.Stop(); err != nil { // only fails on a closed connection: nothing left to receive
+			r.allReceived()
+			continue
+		}
+		p.confirms.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			defer cancel()
+			_ = p.confirmReceived(ctx, r) // a connection that failed the round trip delivers nothing more
+		})
 	}
 }
 
@@ -339,6 +362,7 @@ func (p *Primary) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		p.roles.Wait()
+		p.confirms.Wait()
 		close(done)
 	}()
 	select {
@@ -430,8 +454,7 @@ func (r *run) work(p *Primary, j job) {
 // once it is published.
 func (p *Primary) serve(r *run, j job) {
 	if !p.cfg.LeaseValid() {
-		p.fail(r, j, true, &protocol.Error{Code: protocol.Unavailable, Retryable: true,
-			Message: "this engine has not confirmed its lease within lease/2, so it ran nothing; retry"})
+		p.fail(r, j, true, protocol.Refused("this engine has not confirmed its lease within lease/2, so it ran nothing; retry"))
 		return
 	}
 	if r.ctx.Err() != nil {
@@ -496,8 +519,7 @@ func (p *Primary) call(ctx context.Context, name string, op Operation, data []by
 
 // refuse answers a call that was received but never ran because its run was stopped.
 func (p *Primary) refuse(r *run, j job, slot bool) {
-	p.fail(r, j, slot, &protocol.Error{Code: protocol.Unavailable, Retryable: true,
-		Message: fmt.Sprintf("%v before the call ran, so it ran nothing; retry", context.Cause(r.ctx))})
+	p.fail(r, j, slot, protocol.Refused("%v before the call ran, so it ran nothing; retry", context.Cause(r.ctx)))
 }
 
 // wireError is the error reply of a failed call. A context error raised because the
@@ -516,120 +538,6 @@ func wireError(runCtx context.Context, err error) *protocol.Error {
 	default:
 		return protocol.Errorf(protocol.Internal, "%v", err)
 	}
-}
-
-// fail answers a call with the envelope of design §4.3.
-func (p *Primary) fail(r *run, j job, slot bool, e *protocol.Error) {
-	p.observe(j, e.Code)
-	p.send(answer{run: r, slot: slot, msg: p.errorMsg(j.req.Reply(), e)})
-}
-
-// errorMsg is an error reply: micro's error headers, our code header and
-// {"error": {...}}.
-func (p *Primary) errorMsg(subject string, e *protocol.Error) *nats.Msg {
-	body, err := json.Marshal(protocol.Envelope{Error: e})
-	if err != nil { // a struct of strings and a bool always encodes
-		body = []byte(`{"error":{"code":"INTERNAL","message":"encode the error","retryable":false}}`)
-	}
-	desc := e.Message
-	if desc == "" {
-		desc = string(e.Code)
-	}
-	return &nats.Msg{
-		Subject: subject,
-		Header: nats.Header{
-			protocol.HeaderInstance:  []string{p.cfg.InstanceID},
-			protocol.HeaderErrorCode: []string{string(e.Code)},
-			micro.ErrorHeader:        []string{desc},
-			micro.ErrorCodeHeader:    []string{strconv.Itoa(e.Code.HTTPStatus())},
-		},
-		Data: body,
-	}
-}
-
-// answer is a reply on its way to the caller's inbox, and what it holds until it has
-// been published: the call's count in its run and, for a call that took one, a slot.
-type answer struct {
-	msg  *nats.Msg // Subject empty: a publish, not a request; nobody waits for an answer
-	run  *run
-	slot bool
-}
-
-// replyQueue batches replies: calls that finish at about the same time are published
-// back to back by one goroutine, so the connection writes them in one system call
-// instead of one each (the connection's flusher otherwise runs between two workers'
-// replies). On a busy engine most of a call's cost is system calls, so this matters.
-type replyQueue struct {
-	mu      sync.Mutex
-	pending []answer
-	spare   []answer
-	leader  bool // a goroutine is publishing; it publishes what is appended meanwhile
-}
-
-// send publishes a, or leaves it to the goroutine already publishing. Answers are
-// published with PublishMsg, not req.Respond or req.Error: micro reads the request's
-// response error after the callback returns, which races with a worker that answers
-// later.
-func (p *Primary) send(a answer) {
-	q := &p.replies
-	q.mu.Lock()
-	q.pending = append(q.pending, a)
-	if q.leader {
-		q.mu.Unlock()
-		return
-	}
-	q.leader = true
-	q.mu.Unlock()
-	// Let the calls finishing right now join this batch: yield once, and a few more
-	// times while other calls still run. On an idle engine nothing else is runnable and
-	// each yield returns at once.
-	for i := 0; i < maxYields && (i == 0 || p.running.Load() > 0); i++ {
-		runtime.Gosched()
-	}
-	for {
-		q.mu.Lock()
-		batch := q.pending
-		if len(batch) == 0 {
-			q.leader = false
-			q.mu.Unlock()
-			return
-		}
-		q.pending = q.spare[:0]
-		q.mu.Unlock()
-		for i := range batch {
-			a := &batch[i]
-			if a.msg.Subject != "" {
-				p.publish(a.msg)
-			}
-			p.release(a.run, a.slot)
-			*a = answer{}
-		}
-		q.mu.Lock()
-		q.spare = batch[:0]
-		q.mu.Unlock()
-	}
-}
-
-// publish sends a reply. A reply the connection refuses as too large (the broker's
-// limit shrank since it was last read, on a reconnect) becomes PAYLOAD_TOO_LARGE; any
-// other failure means the connection is closed, and the caller's timeout tells it.
-func (p *Primary) publish(m *nats.Msg) {
-	err := p.cfg.Conn.PublishMsg(m)
-	if !errors.Is(err, nats.ErrMaxPayload) {
-		return
-	}
-	e := protocol.Errorf(protocol.PayloadTooLarge, "the reply of %d bytes is above the broker's max payload of %d; "+
-		"the operation may already have completed, do not replay it automatically", len(m.Data), p.cfg.Conn.MaxPayload())
-	_ = p.cfg.Conn.PublishMsg(p.errorMsg(m.Subject, e))
-}
-
-// release ends a call once its answer has been sent: its slot, if it took one, and its
-// count.
-func (p *Primary) release(r *run, slot bool) {
-	if slot {
-		<-p.sem
-	}
-	r.calls.done()
 }
 
 // stats is the "data" of every endpoint in $SRV.STATS: micro's own processing time and

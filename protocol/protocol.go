@@ -69,15 +69,30 @@ func (c Code) HTTPStatus() int {
 // Error is an error that crosses the wire. Backends return it, the engine sends it as
 // the envelope, and clients decode the envelope back into it, so errors.Is and
 // errors.As work the same on both sides of a NATS call.
+//
+// Retryable true means exactly "nothing ran": the call changed nothing anywhere, so it
+// may be sent again as it is (design §5.8). Only Refused makes one; a failure of
+// unknown outcome (a lost ack, a commit whose result never came back) is never
+// retryable, whatever its code.
 type Error struct {
 	Code      Code   `json:"code"`
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
 }
 
-// Errorf builds an Error with a formatted message. Unavailable errors are retryable.
+// Errorf builds an Error with a formatted message. It is never retryable: whether a
+// failed call ran is not something a code can tell, so the caller who knows that
+// nothing ran says so with Refused.
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == Unavailable}
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Refused builds the one retryable error: UNAVAILABLE for a call that changed nothing.
+// Use it only where that is certain: the call was refused before it touched a backend
+// (the per-call lease check, a stopped engine), or the backend surely did not apply it
+// (a write the store answered with a refusal, a read, which applies nothing).
+func Refused(format string, args ...any) *Error {
+	return &Error{Code: Unavailable, Message: fmt.Sprintf(format, args...), Retryable: true}
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }

@@ -21,13 +21,34 @@ func TestErrorIsMatchesByCode(t *testing.T) {
 }
 
 func TestEnvelopeJSON(t *testing.T) {
-	b, err := json.Marshal(Envelope{Error: Errorf(Unavailable, "fenced")})
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		err  *Error
+		want string
+	}{
+		{Refused("fenced"), `{"error":{"code":"UNAVAILABLE","message":"fenced","retryable":true}}`},
+		{Errorf(Unavailable, "ack lost"), `{"error":{"code":"UNAVAILABLE","message":"ack lost","retryable":false}}`},
 	}
-	want := `{"error":{"code":"UNAVAILABLE","message":"fenced","retryable":true}}`
-	if string(b) != want {
-		t.Fatalf("json = %s, want %s", b, want)
+	for _, c := range cases {
+		b, err := json.Marshal(Envelope{Error: c.err})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != c.want {
+			t.Errorf("json = %s, want %s", b, c.want)
+		}
+	}
+}
+
+// Only Refused is retryable: Errorf cannot know whether the call ran, so none of its
+// errors says it did not.
+func TestOnlyRefusedIsRetryable(t *testing.T) {
+	for _, c := range Codes {
+		if e := Errorf(c, "x"); e.Retryable {
+			t.Errorf("Errorf(%s) is retryable", c)
+		}
+	}
+	if e := Refused("lease not confirmed %d", 1); !e.Retryable || e.Code != Unavailable || e.Message != "lease not confirmed 1" {
+		t.Errorf("Refused = %+v, want UNAVAILABLE, retryable, with the message", e)
 	}
 }
 

@@ -167,6 +167,10 @@ func tell(eng *actor.Engine, to *actor.PID, msg any) {
 // open answers an open request: negotiate, check the limits, spawn the session actor.
 func (a *hostActor) open(c *actor.Context, cl *call) {
 	h := a.h
+	if err := h.checkLease(protocol.TransferOpen); err != nil {
+		cl.fail(err)
+		return
+	}
 	req := cl.req.(*protocol.TransferOpenRequest)
 	if _, ok := h.cfg.Handlers[req.Operation]; !ok {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer operation %q is not served on %s (served: %s)", req.Operation, h.prefix, h.operations()))
@@ -257,7 +261,7 @@ func (h *TransferHost) canOpen() error {
 
 func (h *TransferHost) canOpenLocked() error {
 	if !h.serving {
-		return protocol.Errorf(protocol.Unavailable, "transfer host %s of engine %s is not serving", h.prefix, h.owner)
+		return protocol.Refused("transfer host %s of engine %s is not serving, so it opened nothing; retry", h.prefix, h.owner)
 	}
 	if len(h.sessions) >= h.cfg.MaxSessions {
 		return protocol.Errorf(protocol.ResourceExhausted, "transfer host %s has %d sessions open, its limit", h.prefix, len(h.sessions))
@@ -325,6 +329,12 @@ func (s *sessionActor) Receive(c *actor.Context) {
 		if s.h.isClosed(s.e) {
 			m.fail(notFound(s.e.id))
 			return
+		}
+		if m.op != protocol.TransferClose {
+			if err := s.h.checkLease(m.op); err != nil {
+				m.fail(err) // the session stays as it was: nothing ran
+				return
+			}
 		}
 		switch m.op {
 		case protocol.TransferWrite:
@@ -411,15 +421,17 @@ func (s *sessionActor) startDone(d startDone) {
 	e.running = false
 	h.mu.Unlock()
 	h.release(e, d.upload)
+	// A failed start ends the session before it is answered, so a client that reads the
+	// error finds the session gone.
 	if d.err != nil {
 		h.log.Info("transfer operation failed", "session", e.id, "operation", e.op, "error", d.err)
-		d.call.fail(d.err)
 		h.closeEntry(e, "its operation failed", true)
+		d.call.fail(d.err)
 		return
 	}
 	if err := h.reserve(e, int64(len(d.result))); err != nil {
-		d.call.fail(err)
 		h.closeEntry(e, "its result did not fit", true)
+		d.call.fail(err)
 		return
 	}
 	s.started, s.result = true, d.result

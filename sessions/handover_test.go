@@ -178,6 +178,9 @@ func TestAReplyParkedBeforeTheHandoverIsReadDuringTheDrain(t *testing.T) {
 
 func startOverflow(t *testing.T, nc *nats.Conn, cfg OverflowConfig) *OverflowHost {
 	t.Helper()
+	if cfg.LeaseValid == nil {
+		cfg.LeaseValid = leaseHeld
+	}
 	o, err := NewOverflowHost(nc, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,9 @@ func startHost(t testing.TB, nc *nats.Conn, cfg TransferConfig) *TransferHost {
 	if cfg.Prefix == "" {
 		cfg.Prefix = testPrefix
 	}
+	if cfg.LeaseValid == nil {
+		cfg.LeaseValid = leaseHeld
+	}
 	h, err := NewTransferHost(nc, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +79,9 @@ func spawnAndServe(t testing.TB, h *TransferHost) {
 		t.Fatal(err)
 	}
 }
+
+// leaseHeld is the lease check of a host whose engine always holds its lease.
+func leaseHeld() bool { return true }
 
 // store is the service behind the test handlers: objects by key.
 type store struct {

@@ -84,10 +84,10 @@ func TestSubjects(t *testing.T) {
 
 func TestNewTransferHostRejectsABadOwner(t *testing.T) {
 	srv := natstest.Start(t)
-	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, Owner: "engine-1"}); err == nil || !strings.Contains(err.Error(), "engine-1") {
+	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, Owner: "engine-1", LeaseValid: leaseHeld}); err == nil || !strings.Contains(err.Error(), "engine-1") {
 		t.Fatalf("err = %v, want one naming the owner", err)
 	}
-	h, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix})
+	h, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, LeaseValid: leaseHeld})
 	if err != nil || !ValidOwnerID(h.Owner()) {
 		t.Fatalf("a host without owner got %q, %v", h.Owner(), err)
 	}

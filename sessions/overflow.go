@@ -33,8 +33,11 @@ type OverflowConfig struct {
 	MaxBufferedBytes int64
 	// IdleTimeout closes a parked reply nobody reads.
 	IdleTimeout time.Duration
-	Clock       Clock
-	Logger      *slog.Logger
+	// LeaseValid is TransferConfig.LeaseValid: reads of a parked reply run only while
+	// the engine's lease is confirmed. Required.
+	LeaseValid func() bool
+	Clock      Clock
+	Logger     *slog.Logger
 }
 
 // OverflowHost parks replies too large for one NATS message (reference-abi §6.5). It is
@@ -58,6 +61,7 @@ func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
 		MaxSessionBytes:  cfg.MaxReplyBytes,
 		MaxBufferedBytes: cfg.MaxBufferedBytes,
 		IdleTimeout:      cfg.IdleTimeout,
+		LeaseValid:       cfg.LeaseValid,
 		Clock:            cfg.Clock,
 		Logger:           cfg.Logger,
 	})

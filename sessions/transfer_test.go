@@ -128,18 +128,21 @@ func TestChunkSizeNegotiation(t *testing.T) {
 
 func TestHostsRefuseBrokersAndChunksTooSmall(t *testing.T) {
 	tiny := natstest.Start(t, natstest.WithMaxPayload(2000))
-	if _, err := NewTransferHost(connect(t, tiny), TransferConfig{Prefix: testPrefix}); err == nil || !strings.Contains(err.Error(), "2000") {
+	if _, err := NewTransferHost(connect(t, tiny), TransferConfig{Prefix: testPrefix, LeaseValid: leaseHeld}); err == nil || !strings.Contains(err.Error(), "2000") {
 		t.Fatalf("a 2000-byte broker: %v, want an error naming it", err)
 	}
 	srv := natstest.Start(t)
-	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, ChunkBytes: 512}); err == nil || !strings.Contains(err.Error(), "512") {
+	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, ChunkBytes: 512, LeaseValid: leaseHeld}); err == nil || !strings.Contains(err.Error(), "512") {
 		t.Fatalf("chunk 512: %v, want an error naming it", err)
 	}
-	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: "abi.>"}); err == nil {
+	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: "abi.>", LeaseValid: leaseHeld}); err == nil {
 		t.Fatal("a wildcard prefix is accepted")
 	}
-	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, Handlers: map[string]Handler{"a.b": nil}}); err == nil {
+	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, Handlers: map[string]Handler{"a.b": nil}, LeaseValid: leaseHeld}); err == nil {
 		t.Fatal("an operation of two tokens is accepted")
+	}
+	if _, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix}); err == nil || !strings.Contains(err.Error(), "LeaseValid") {
+		t.Fatalf("no lease check: %v, want an error naming LeaseValid", err)
 	}
 }
 
@@ -283,7 +286,7 @@ func TestLimits(t *testing.T) {
 func TestIdleSessionsExpireOnTheClock(t *testing.T) {
 	srv := smallBroker(t)
 	clock := newFakeClock()
-	h, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, Handlers: newStore().handlers(), Clock: clock})
+	h, err := NewTransferHost(connect(t, srv), TransferConfig{Prefix: testPrefix, Handlers: newStore().handlers(), Clock: clock, LeaseValid: leaseHeld})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +326,7 @@ func TestIdleSessionsExpireOnTheClock(t *testing.T) {
 func TestHostActorObeysTheRoleMessages(t *testing.T) {
 	srv := smallBroker(t)
 	nc := connect(t, srv)
-	h, err := NewTransferHost(nc, TransferConfig{Prefix: testPrefix, Handlers: newStore().handlers()})
+	h, err := NewTransferHost(nc, TransferConfig{Prefix: testPrefix, Handlers: newStore().handlers(), LeaseValid: leaseHeld})
 	if err != nil {
 		t.Fatal(err)
 	}

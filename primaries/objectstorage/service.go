@@ -124,13 +124,15 @@ func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
 }
 
 // NewTransferHost builds the object_storage transfer host over store for the engine
-// instance owner, with the sessions package's default limits; log receives what the
-// host logs (nil discards). Spawn and serve it like any sessions.TransferHost.
-func NewTransferHost(nc *nats.Conn, store Store, owner string, log *slog.Logger) (*sessions.TransferHost, error) {
+// instance owner, with the sessions package's default limits. leaseValid is the
+// engine's lease check (sessions.TransferConfig.LeaseValid); log receives what the host
+// logs (nil discards). Spawn and serve it like any sessions.TransferHost.
+func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *slog.Logger) (*sessions.TransferHost, error) {
 	return sessions.NewTransferHost(nc, sessions.TransferConfig{
-		Prefix:   protocol.TransferPrefix(protocol.ObjectStorage),
-		Owner:    owner,
-		Handlers: Transfers(store),
-		Logger:   log,
+		Prefix:     protocol.TransferPrefix(protocol.ObjectStorage),
+		Owner:      owner,
+		Handlers:   Transfers(store),
+		LeaseValid: leaseValid,
+		Logger:     log,
 	})
 }

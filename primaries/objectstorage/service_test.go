@@ -173,7 +173,7 @@ func TestReplyShapes(t *testing.T) {
 // startTransfers serves the object_storage transfer host over store.
 func startTransfers(t *testing.T, srv *natstest.Server, store objectstorage.Store) *sessions.TransferHost {
 	t.Helper()
-	h, err := objectstorage.NewTransferHost(natstest.Connect(t, srv.URL()), store, sessions.NewOwnerID(), nil)
+	h, err := objectstorage.NewTransferHost(natstest.Connect(t, srv.URL()), store, sessions.NewOwnerID(), func() bool { return true }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

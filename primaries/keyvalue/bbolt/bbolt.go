@@ -115,29 +115,45 @@ func (s *Store) view(ctx context.Context, f func(values *bolt.Bucket) error) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.wrap(s.db.View(func(tx *bolt.Tx) error { return f(tx.Bucket(valuesBucket)) }))
+	return s.wrap(s.db.View(func(tx *bolt.Tx) error { return f(tx.Bucket(valuesBucket)) }), false)
 }
 
-// update runs f in a write transaction that first sweeps expired entries.
+// update runs f in a write transaction that first sweeps expired entries. It begins
+// and commits the transaction itself, rather than by db.Update, to tell the two ways a
+// write fails apart: before the commit nothing reached the file (retryable), while a
+// failed commit may have written the meta page before its fsync failed, and the next
+// transaction then reads the write (unknown outcome).
 func (s *Store) update(ctx context.Context, f func(values, expiry *bolt.Bucket) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.wrap(s.db.Update(func(tx *bolt.Tx) error {
-		values, expiry := tx.Bucket(valuesBucket), tx.Bucket(expiryBucket)
-		if err := s.sweep(values, expiry); err != nil {
-			return err
-		}
-		return f(values, expiry)
-	}))
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return s.wrap(err, false)
+	}
+	defer func() { _ = tx.Rollback() }() // after a commit, or on a panic: ErrTxClosed or a rollback
+	values, expiry := tx.Bucket(valuesBucket), tx.Bucket(expiryBucket)
+	if err := s.sweep(values, expiry); err != nil {
+		return s.wrap(err, false)
+	}
+	if err := f(values, expiry); err != nil {
+		return s.wrap(err, false)
+	}
+	return s.wrap(tx.Commit(), true)
 }
 
-func (s *Store) wrap(err error) error {
+// wrap turns a bbolt failure into a protocol error: UNAVAILABLE, retryable unless the
+// failure came from a commit (mayHaveApplied).
+func (s *Store) wrap(err error, mayHaveApplied bool) error {
 	var pe *protocol.Error
-	if err == nil || errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case err == nil || errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return err
+	case mayHaveApplied:
+		return protocol.Errorf(protocol.Unavailable, "keyvalue bbolt file %s: commit: %v; the write may have been applied, so do not resend it blindly", s.path, err)
+	default:
+		return protocol.Refused("keyvalue bbolt file %s: %v; nothing was written", s.path, err)
 	}
-	return protocol.Errorf(protocol.Unavailable, "keyvalue bbolt file %s: %v", s.path, err)
 }
 
 // sweep removes up to sweepBatch entries whose expiry has passed, oldest first.

@@ -100,15 +100,30 @@ func (s *Store) LocalStorage() string { return "" }
 // encode maps a key to the JetStream key alphabet.
 func encode(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
-// wireError turns a JetStream failure into a protocol error.
-func (s *Store) wireError(op, key string, err error) error {
+// readError turns a failed read into a protocol error. A read stores nothing, so
+// resending it is safe: UNAVAILABLE, retryable. Context errors go to the primary, which
+// knows whether its run was stopped.
+func (s *Store) readError(op, key string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return protocol.Refused("keyvalue %s %.64q: JetStream bucket %s: %v; the read changed nothing", op, key, s.bucket, err)
+}
+
+// writeError turns a failed write into a protocol error; jserr says whether the write
+// may have been stored. Surely not (the server refused it, or judged nothing):
+// UNAVAILABLE, retryable. Perhaps (the ack was lost): UNAVAILABLE, not retryable, as a
+// resend could apply it twice (design §5.8).
+func (s *Store) writeError(op, key string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, nats.ErrMaxPayload):
 		return protocol.Errorf(protocol.PayloadTooLarge, "keyvalue %s %.64q: the value exceeds the broker's max payload", op, key)
+	case jserr.Classify(err).NotStored():
+		return protocol.Refused("keyvalue %s %.64q: JetStream bucket %s refused the write, so it stored nothing: %v", op, key, s.bucket, err)
 	default:
-		return protocol.Errorf(protocol.Unavailable, "keyvalue %s %.64q: JetStream bucket %s: %v", op, key, s.bucket, err)
+		return protocol.Errorf(protocol.Unavailable, "keyvalue %s %.64q: JetStream bucket %s: %v; the write may have been stored, so do not resend it blindly", op, key, s.bucket, err)
 	}
 }
 
@@ -119,7 +134,7 @@ func (s *Store) entry(ctx context.Context, key string) (js.KeyValueEntry, error)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, s.wireError("get", key, err)
+		return nil, s.readError("get", key, err)
 	}
 	return e, nil
 }
@@ -157,7 +172,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	}
 	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.prefix + encode(key), Data: value}, opts...)
 	if err != nil {
-		return s.wireError("set", key, err)
+		return s.writeError("set", key, err)
 	}
 	return nil
 }
@@ -181,7 +196,7 @@ func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, tt
 	case jserr.IsConflict(err):
 		return false, nil
 	default:
-		return false, s.wireError("set_if_not_exists", key, err)
+		return false, s.writeError("set_if_not_exists", key, err)
 	}
 }
 
@@ -218,7 +233,7 @@ func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyV
 		case err == nil:
 			return true, nil
 		case !jserr.IsConflict(err):
-			return false, s.wireError(op, key, err)
+			return false, s.writeError(op, key, err)
 		}
 	}
 	return false, protocol.Errorf(protocol.Conflict, "keyvalue %s %.64q: the key changed %d times while deleting it", op, key, maxCASAttempts)

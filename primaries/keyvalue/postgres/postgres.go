@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -131,11 +132,50 @@ func (s *Store) Close() {
 // LocalStorage is empty: the database is shared by every engine that reaches it.
 func (s *Store) LocalStorage() string { return "" }
 
-func (s *Store) wireError(op, key string, err error) error {
+// readError turns a failed read into a protocol error. A read applies nothing, so
+// resending it is safe: UNAVAILABLE, retryable. Context errors go to the primary, which
+// knows whether its run was stopped.
+func (s *Store) readError(op, key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return protocol.Errorf(protocol.Unavailable, "keyvalue %s %.64q: PostgreSQL table %s: %v", op, key, s.table, err)
+	return protocol.Refused("keyvalue %s %.64q: PostgreSQL table %s: %v; the read changed nothing", op, key, s.table, err)
+}
+
+// writeError turns a failed write into a protocol error: retryable only when the
+// statement surely did not commit (notApplied), otherwise UNAVAILABLE, not retryable, as
+// a resend could apply it twice (design §5.8).
+func (s *Store) writeError(op, key string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case notApplied(err):
+		return protocol.Refused("keyvalue %s %.64q: PostgreSQL table %s: %v; the write was not applied", op, key, s.table, err)
+	default:
+		return protocol.Errorf(protocol.Unavailable, "keyvalue %s %.64q: PostgreSQL table %s: %v; the write may have been applied, so do not resend it blindly", op, key, s.table, err)
+	}
+}
+
+// notApplied reports whether a failed single-statement write surely did not commit:
+// pgconn says nothing reached the server (SafeToRetry), no connection was made, or the
+// server failed the statement with severity ERROR, which rolls its implicit
+// transaction back. Everything else may follow a commit: a connection lost while
+// waiting for the result, or a FATAL such as a shutdown that ends a session whose
+// commit is already durable.
+func notApplied(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	switch {
+	case pgconn.SafeToRetry(err), errors.As(err, &connectErr):
+		return true
+	case errors.As(err, &pgErr):
+		severity := pgErr.SeverityUnlocalized
+		if severity == "" {
+			severity = pgErr.Severity
+		}
+		return severity == "ERROR"
+	}
+	return false
 }
 
 // wrote counts a write and, every sweepEvery writes, deletes a batch of expired rows.
@@ -160,7 +200,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, s.wireError("get", key, err)
+		return nil, false, s.readError("get", key, err)
 	}
 	if v == nil {
 		v = []byte{}
@@ -174,7 +214,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, s.qSet, []byte(key), nonNil(value), micros(ttl)); err != nil {
-		return s.wireError("set", key, err)
+		return s.writeError("set", key, err)
 	}
 	s.wrote(ctx)
 	return nil
@@ -187,7 +227,7 @@ func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, tt
 	}
 	tag, err := s.pool.Exec(ctx, s.qSetNX, []byte(key), nonNil(value), micros(ttl))
 	if err != nil {
-		return false, s.wireError("set_if_not_exists", key, err)
+		return false, s.writeError("set_if_not_exists", key, err)
 	}
 	s.wrote(ctx)
 	return tag.RowsAffected() == 1, nil
@@ -204,7 +244,7 @@ func (s *Store) Delete(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, s.wireError("delete", key, err)
+		return false, s.writeError("delete", key, err)
 	}
 	return live, nil
 }
@@ -216,7 +256,7 @@ func (s *Store) DeleteIfValueMatches(ctx context.Context, key string, value []by
 	}
 	tag, err := s.pool.Exec(ctx, s.qDeleteIf, []byte(key), nonNil(value))
 	if err != nil {
-		return false, s.wireError("delete_if_value_matches", key, err)
+		return false, s.writeError("delete_if_value_matches", key, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -228,7 +268,7 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, s.qExists, []byte(key)).Scan(&exists); err != nil {
-		return false, s.wireError("exists", key, err)
+		return false, s.readError("exists", key, err)
 	}
 	return exists, nil
 }

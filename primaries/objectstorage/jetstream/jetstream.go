@@ -90,14 +90,31 @@ func name(prefix, key string) string {
 	return prefix + "/" + key
 }
 
-func (s *Store) wireError(op, prefix, key string, err error) error {
+// readError turns a failed read into a protocol error. A read stores nothing, so a
+// store failure is UNAVAILABLE, retryable. Context errors go to the primary, which
+// knows whether its run was stopped.
+func (s *Store) readError(op, prefix, key string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, js.ErrObjectNotFound):
 		return objectstorage.NotFound(prefix, key)
 	default:
-		return protocol.Errorf(protocol.Unavailable, "object storage %s %.64q under %.64q: JetStream bucket %s: %v", op, key, prefix, s.bucket, err)
+		return protocol.Refused("object storage %s %.64q under %.64q: JetStream bucket %s: %v; the read changed nothing", op, key, prefix, s.bucket, err)
+	}
+}
+
+// writeError turns a failed put or delete into a protocol error, never retryable. The
+// object store writes an object in several steps (chunks, then the metadata that makes
+// them the object, then a purge of the old chunks, each published separately), and the
+// error it returns does not say which step failed: one after the metadata was stored
+// reads like one before. So any failure may have replaced or deleted the object.
+func (s *Store) writeError(op, prefix, key string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	default:
+		return protocol.Errorf(protocol.Unavailable, "object storage %s %.64q under %.64q: JetStream bucket %s: %v; the %s may have taken effect, so do not resend it blindly", op, key, prefix, s.bucket, err, op)
 	}
 }
 
@@ -107,7 +124,7 @@ func (s *Store) PutObject(ctx context.Context, prefix, key string, content []byt
 		return err
 	}
 	if _, err := s.obs.PutBytes(ctx, name(prefix, key), content); err != nil {
-		return s.wireError("put", prefix, key, err)
+		return s.writeError("put", prefix, key, err)
 	}
 	return nil
 }
@@ -126,10 +143,10 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 		case err == nil:
 			return content, nil
 		case !overwritten:
-			return nil, s.wireError("get", prefix, key, err)
+			return nil, s.readError("get", prefix, key, err)
 		}
 	}
-	return nil, s.wireError("get", prefix, key, err)
+	return nil, s.readError("get", prefix, key, err)
 }
 
 // read reads an object once. The object store replaces an object by writing new
@@ -172,7 +189,7 @@ func (s *Store) GetObjectMetadata(ctx context.Context, prefix, key string) (obje
 	}
 	info, err := s.obs.GetInfo(ctx, name(prefix, key))
 	if err != nil {
-		return objectstorage.Metadata{}, s.wireError("get_object_metadata", prefix, key, err)
+		return objectstorage.Metadata{}, s.readError("get_object_metadata", prefix, key, err)
 	}
 	return objectstorage.Metadata{Size: int64(info.Size), ModifiedAt: info.ModTime.UTC()}, nil
 }
@@ -185,10 +202,10 @@ func (s *Store) DeleteObject(ctx context.Context, prefix, key string) error {
 	// The object store's Delete succeeds on an object already deleted; the contract
 	// says NOT_FOUND, so look first.
 	if _, err := s.obs.GetInfo(ctx, name(prefix, key)); err != nil {
-		return s.wireError("delete", prefix, key, err)
+		return s.readError("delete", prefix, key, err) // nothing deleted yet
 	}
 	if err := s.obs.Delete(ctx, name(prefix, key)); err != nil {
-		return s.wireError("delete", prefix, key, err)
+		return s.writeError("delete", prefix, key, err)
 	}
 	return nil
 }
@@ -203,8 +220,11 @@ func (s *Store) ListObjects(ctx context.Context, prefix string) ([]string, error
 	if errors.Is(err, js.ErrNoObjectsFound) {
 		return []string{}, nil
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
 	if err != nil {
-		return nil, protocol.Errorf(protocol.Unavailable, "object storage list %.64q: JetStream bucket %s: %v", prefix, s.bucket, err)
+		return nil, protocol.Refused("object storage list %.64q: JetStream bucket %s: %v; the read changed nothing", prefix, s.bucket, err)
 	}
 	keys := []string{}
 	for _, info := range infos {

@@ -1,0 +1,72 @@
+package primaries
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// Stop drains the subscriptions: every call the broker routed to the primary before
+// the UNSUB is handed to the callback and refused, UNAVAILABLE retryable, and
+// SessionsFinished returns only once each has been answered. So an engine that closes
+// its connection right after (one that ends as lost) leaves no caller waiting for its
+// timeout: issue 9 item 6, the resumed zombie. Before, SessionsFinished saw only the
+// calls already counted, and the ones still in the subscription's buffer were dropped
+// with the connection.
+func TestStopAnswersEveryQueuedCallBeforeSessionsFinish(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, client := natstest.Connect(t, srv.URL()), natstest.Connect(t, srv.URL())
+	g := newGated("old")
+	p := newPrimary(t, nc, g.service(), "engine-a", 1, alwaysValid)
+	serve(t, p)
+
+	running := callAsync(client, "work", "running")
+	recv(t, g.started, "the running call to start")
+	// One call waits for the only slot inside micro's callback, which holds up the
+	// subscription: the others queue in its buffer, uncounted.
+	const queued = 300
+	results := make([]<-chan result, queued)
+	for i := range results {
+		results[i] = callAsync(client, "echo", strconv.Itoa(i))
+	}
+	waitFor(t, "a call waiting for the slot", func() bool { return p.InFlight() == 2 })
+
+	p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := p.SessionsFinished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close() // what an ending engine does next
+
+	if r := recv(t, running, "the running call"); r.werr == nil || r.werr.Code != protocol.Unavailable || r.werr.Retryable {
+		t.Errorf("the running call was answered %+v, want UNAVAILABLE, not retryable (it ran)", r)
+	}
+	refused, unrouted := 0, 0
+	for _, ch := range results {
+		r := recv(t, ch, "a queued call")
+		switch {
+		case r.werr != nil && r.werr.Code == protocol.Unavailable && r.werr.Retryable:
+			refused++
+		case errors.Is(r.err, nats.ErrNoResponders): // sent after the UNSUB
+			unrouted++
+		default:
+			t.Fatalf("call %s: error %v, reply error %v; want a retryable refusal (or no responders), not a timeout", r.id, r.err, r.werr)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no call was queued at the Stop; the test proves nothing")
+	}
+	t.Logf("%d queued calls refused, %d sent after the UNSUB", refused, unrouted)
+	select {
+	case id := <-g.started:
+		t.Fatalf("call %s ran after Stop", id)
+	default:
+	}
+}
