@@ -17,13 +17,17 @@
 //     empty keeps the file's value;
 //  4. the flags of abi-engine run: --role, --nats and --http.
 //
+// The file must be a regular file of at most MaxFileSize bytes (1 MiB): a directory, a
+// device such as /dev/zero or a named pipe is refused before it is read.
+//
 // The result is validated as a whole and every problem is reported at once, each naming
 // its key, its value, the rule it breaks and where the value came from (a line of the
 // file, an environment variable or a flag). The file is decoded strictly: a key that is
 // not listed below is an error naming the key and its line, and so is a key set twice.
 // A key written without a value ("rollout_id:") keeps its default; write "" for an
 // empty string, e.g. `listen: ""` to turn HTTP off. Seconds are numbers and may have a
-// fraction (lease_seconds: 2.5).
+// fraction (lease_seconds: 2.5). The first 20 problems of the document are listed and the
+// others counted, and a key or value of more than 256 bytes is cut in messages.
 //
 // # Keys
 //

@@ -31,13 +31,13 @@ type Issue struct {
 
 func (i Issue) String() string {
 	var b strings.Builder
-	b.WriteString(i.Key)
+	b.WriteString(shorten(i.Key, maxShown))
 	if i.Key == "" {
 		b.WriteString("the document")
 	}
 	if i.Value != "" {
 		b.WriteString(" = ")
-		b.WriteString(i.Value)
+		b.WriteString(shorten(i.Value, maxShown))
 	}
 	if i.Origin != "" {
 		b.WriteString(" (")
@@ -45,7 +45,7 @@ func (i Issue) String() string {
 		b.WriteString(")")
 	}
 	b.WriteString(": ")
-	b.WriteString(i.Rule)
+	b.WriteString(shorten(i.Rule, maxRule))
 	return b.String()
 }
 
@@ -367,11 +367,11 @@ func natsURLRule(s string) string {
 		}
 		u, err := url.Parse(part)
 		if err != nil || !natsSchemes[strings.ToLower(u.Scheme)] || u.Hostname() == "" {
-			return fmt.Sprintf("%s; %q is not one", rule, part)
+			return fmt.Sprintf("%s; %s is not one", rule, quote(part))
 		}
 		if p := u.Port(); p != "" {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-				return fmt.Sprintf("%s; %q has a port outside 1..65535", rule, part)
+				return fmt.Sprintf("%s; %s has a port outside 1..65535", rule, quote(part))
 			}
 		}
 	}
