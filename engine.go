@@ -333,10 +333,11 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 
 func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
 	return supervisor.Dial(ctx, supervisor.ConnConfig{
-		URL:         url,
-		Name:        fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
-		Credentials: e.cfg.NATS.Credentials,
-		Timeout:     e.cfg.NATS.ClientTimeout(),
+		URL:            url,
+		Name:           fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
+		Credentials:    e.cfg.NATS.Credentials,
+		Timeout:        e.cfg.NATS.ClientTimeout(),
+		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
 	}, e.log)
 }
 

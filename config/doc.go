@@ -47,6 +47,11 @@
 // nats.client_timeout_seconds (default 10): how long a client call waits for its reply;
 // a finite number greater than 0.
 //
+// nats.connect_timeout_seconds (default 5): how long an engine tries to reach the broker
+// at start (a broker that is not there, refuses the credentials, a credentials file
+// that cannot be read) before it gives up, naming the address and the reason; a finite
+// number greater than 0. Once connected, an engine reconnects for ever.
+//
 // nats.max_concurrent_requests (default 64): calls each service handles at once; a whole
 // number from 1 to 4096.
 //

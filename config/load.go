@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -50,115 +48,28 @@ func Load(path string, env func(string) string, overrides ...Override) (*Config,
 	if err != nil {
 		return nil, err
 	}
-	return parse(data, path, env, overrides)
-}
-
-// MaxFileSize caps the configuration file. A configuration is a few hundred bytes; a
-// file far larger is a mistake (--config /dev/zero, a log file), and reading it whole
-// would take the memory of the process.
-const MaxFileSize = 1 << 20
-
-// ErrNotRegular is returned (wrapped) for a configuration path that is not a regular
-// file: a directory, a device such as /dev/zero, a named pipe (which would block the
-// read until something writes to it), a socket.
-var ErrNotRegular = errors.New("not a regular file")
-
-// ErrTooLarge is returned (wrapped) for a configuration file above MaxFileSize.
-var ErrTooLarge = errors.New("larger than the configuration file cap")
-
-// read returns the content of the file at path, or of FileName when path is empty, and
-// the path it read; nil and "" when path is empty and FileName does not exist.
-func read(path string) ([]byte, string, error) {
-	if path != "" {
-		data, err := readFile(path)
-		if err != nil {
-			return nil, "", fmt.Errorf("reading configuration file %s (given with --config): %w", path, err)
-		}
-		return data, path, nil
-	}
-	data, err := readFile(FileName)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reading configuration file %s in the working directory: %w", FileName, err)
-	}
-	return data, FileName, nil
-}
-
-// readFile reads a regular file of at most MaxFileSize bytes. The kind of file is
-// checked before it is opened, since opening a named pipe blocks, and again on the open
-// file, which may not be the one checked.
-func readFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := regularAndSmall(fi); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if err := regularAndSmall(fi); err != nil {
-		return nil, err
-	}
-	// The file may grow between the stat and the read.
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("it grew to more than %d bytes while being read: %w of %d bytes", MaxFileSize, ErrTooLarge, MaxFileSize)
-	}
-	return data, nil
-}
-
-func regularAndSmall(fi fs.FileInfo) error {
-	m := fi.Mode()
-	if !m.IsRegular() {
-		return fmt.Errorf("it is %s, %w", kindOf(m), ErrNotRegular)
-	}
-	if fi.Size() > MaxFileSize {
-		return fmt.Errorf("it is %d bytes, %w of %d bytes", fi.Size(), ErrTooLarge, MaxFileSize)
-	}
-	return nil
-}
-
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file (mode " + m.String() + ")"
+	return parse(data, path, env, overrides, nil)
 }
 
 // Parse is Load for a YAML document already in memory (an embedding program's own
 // file, a test). Empty data gives the defaults.
 func Parse(data []byte, env func(string) string, overrides ...Override) (*Config, error) {
-	return parse(data, "", env, overrides)
+	return parse(data, "", env, overrides, nil)
 }
 
-func parse(data []byte, path string, env func(string) string, overrides []Override) (*Config, error) {
+// parse decodes data, applies the environment and the overrides, and validates the
+// result; more, when set, adds the issues of checks beyond Validate's.
+func parse(data []byte, path string, env func(string) string, overrides []Override, more func(*Config) []Issue) (*Config, error) {
 	c := Default()
 	c.path = path
 	issues := c.decode(data)
 	c.applyEnv(env)
 	c.apply(overrides)
-	if err := c.result(c.check(issues)); err != nil {
+	issues = c.check(issues)
+	if more != nil {
+		issues = append(issues, more(c)...)
+	}
+	if err := c.result(issues); err != nil {
 		return nil, err
 	}
 	return c, nil

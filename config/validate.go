@@ -95,6 +95,7 @@ const (
 	keyEmbeddedStore   = "nats.embedded.store_dir"
 	keyClientTimeout   = "nats.client_timeout_seconds"
 	keyMaxConcurrent   = "nats.max_concurrent_requests"
+	keyConnectTimeout  = "nats.connect_timeout_seconds"
 	keyRole            = "nats.engine.role"
 	keyRolloutID       = "nats.engine.rollout_id"
 	keyLeaseSeconds    = "nats.engine.lease_seconds"
@@ -200,6 +201,9 @@ func (c *Config) check(issues []Issue) []Issue {
 	}
 	if n.MaxConcurrentRequests < 1 || n.MaxConcurrentRequests > 4096 {
 		bad(keyMaxConcurrent, strconv.Itoa(n.MaxConcurrentRequests), ruleMaxConcurrent)
+	}
+	if !finite(n.ConnectTimeoutSeconds) || n.ConnectTimeoutSeconds <= 0 {
+		bad(keyConnectTimeout, num(n.ConnectTimeoutSeconds), rulePositiveSecs)
 	}
 
 	e := n.Engine

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -127,5 +132,44 @@ func TestHTTPServesUntilCancelled(t *testing.T) {
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Serve = %v", err)
+	}
+}
+
+func TestDialGivesUpAtTheBound(t *testing.T) {
+	// No context deadline: the bound alone ends the tries.
+	_, err := Dial(context.Background(), ConnConfig{URL: "nats://127.0.0.1:1", Name: "test", ConnectTimeout: 300 * time.Millisecond}, zap.NewNop())
+	var ce *ConnectError
+	if !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, nats.ErrNoServers) {
+		t.Fatalf("Dial = %v, want a *ConnectError of a refused connection that timed out", err)
+	}
+	for _, s := range []string{"nats://127.0.0.1:1", "connection refused", "gave up after"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not say %q", err, s)
+		}
+	}
+}
+
+func TestDialGivesUpAtOnceOnAReasonNoRetryChanges(t *testing.T) {
+	srv := natstest.Start(t, func(o *server.Options) { o.Username, o.Password = "abi", "right" })
+	cases := []struct {
+		name string
+		cfg  ConnConfig
+		is   error
+	}{
+		{"wrong password", ConnConfig{URL: "nats://abi:wrong@" + srv.Addr()}, nats.ErrAuthorization},
+		{"missing credentials", ConnConfig{URL: srv.URL(), Credentials: filepath.Join(t.TempDir(), "none.creds")}, fs.ErrNotExist},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// A bound far longer than the test: only giving up at once passes.
+			tc.cfg.ConnectTimeout = time.Hour
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := Dial(ctx, tc.cfg, zap.NewNop())
+			var ce *ConnectError
+			if !errors.As(err, &ce) || !errors.Is(err, tc.is) || ce.Ended != nil {
+				t.Fatalf("Dial = %v, want a *ConnectError for %v, given up before any deadline", err, tc.is)
+			}
+		})
 	}
 }

@@ -36,7 +36,8 @@ the working directory, else the defaults; then ABI_ENGINE_ROLE, ABI_ROLLOUT_ID a
 ABI_NATS_URL) and prints every problem, with the shared-backend verdict for the rollout
 (--rollout, else ABI_ROLLOUT_ID, else nats.engine.rollout_id): a serving engine with a
 rollout id hands over without downtime, so none of its services may keep its data on this
-host. It exits 2 on any problem and 0 otherwise, printing where each service keeps its data.`,
+host. It also checks that the files the configuration names (nats.credentials) can be
+read. It exits 2 on any problem and 0 otherwise, printing where each service keeps its data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var overrides []config.Override
@@ -44,7 +45,7 @@ host. It exits 2 on any problem and 0 otherwise, printing where each service kee
 				// The rollout of a deploy comes from ABI_ROLLOUT_ID; the flag stands in for it.
 				overrides = append(overrides, config.RolloutFlag(rollout))
 			}
-			cfg, err := config.Load(path, c.env, overrides...)
+			cfg, err := config.Check(path, c.env, overrides...)
 			if err != nil {
 				c.printConfigErrors(err)
 				return &exitError{code: exitUsage}
