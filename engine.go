@@ -22,6 +22,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 )
 
@@ -105,6 +106,7 @@ type Engine struct {
 	stopOnce sync.Once
 
 	// runtime, set by Load
+	tree       *suture.Supervisor
 	treeCancel context.CancelFunc
 	treeDone   <-chan error
 	broker     *supervisor.Broker
@@ -295,56 +297,97 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	return e.loadServing(ctx, state)
 }
 
+// startTree starts the engine's supervisor; the embedded broker joins it when the
+// engine hosts one (brokerURL).
 func (e *Engine) startTree() {
 	tree := supervisor.NewTree("abi-engine", e.log, 10*time.Second)
-	if e.cfg.NATS.EmbeddedBroker() {
-		b, err := supervisor.NewBroker(e.cfg.NATS.Embedded.Listen, e.cfg.NATS.Embedded.StoreDir, e.log)
-		if err == nil {
-			e.broker = b
-			tree.Add(b)
-		} else {
-			e.broker = nil
-			e.log.Error("embedded broker", zap.Error(err))
-		}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.mu.Lock()
+	e.tree = tree
 	e.treeCancel = cancel
 	e.treeDone = tree.ServeBackground(ctx)
 	e.mu.Unlock()
 }
 
+// brokerURL is the broker the engine uses: nats.url when it is set. With nats.url
+// empty, a serving engine starts the embedded broker; a client and an auto engine first
+// look for a NATS server at nats.embedded.listen (where the embedded broker of a
+// serving engine on this host listens) and use it. Finding none, an auto engine starts
+// the embedded broker and serves, and a client fails naming the address (loadClient):
+// a client never keeps data on this host.
 func (e *Engine) brokerURL(ctx context.Context) (string, error) {
-	if !e.cfg.NATS.EmbeddedBroker() {
-		return e.cfg.NATS.URL, nil
+	n := e.cfg.NATS
+	if !n.EmbeddedBroker() {
+		return n.URL, nil
 	}
-	if e.broker == nil {
-		return "", fmt.Errorf("engine: nats.embedded.listen %q is not a host:port address", e.cfg.NATS.Embedded.Listen)
+	switch n.Engine.Role {
+	case config.RoleClient:
+		url, err := n.EmbeddedURL()
+		if err != nil {
+			return "", fmt.Errorf("engine: a client engine starts no broker: %w", err)
+		}
+		return e.useBroker(url), nil
+	case config.RoleAuto:
+		url, err := n.EmbeddedURL()
+		if err != nil {
+			break // port 0: nowhere to look; this engine hosts the broker
+		}
+		found, err := supervisor.Probe(ctx, e.connConfig(url, "probe"))
+		if err != nil {
+			return "", fmt.Errorf("engine: nats.url is empty, so this auto engine looked for a NATS server at %s (nats.embedded.listen): %w", n.Embedded.Listen, err)
+		}
+		if found {
+			e.log.Info("nats.url is empty and a NATS server answers at nats.embedded.listen: using it", zap.String("url", url))
+			return e.useBroker(url), nil
+		}
+		e.log.Info("nats.url is empty and no NATS server answers at nats.embedded.listen: starting the embedded one", zap.String("url", url))
 	}
-	url, err := e.broker.URL(ctx)
+	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log)
+	if err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
+	e.mu.Lock()
+	e.broker = b
+	tree := e.tree
+	e.mu.Unlock()
+	tree.Add(b)
+	url, err := b.URL(ctx)
 	if err != nil {
 		return "", err
 	}
+	return e.useBroker(url), nil
+}
+
+// useBroker records url as the broker of the engine.
+func (e *Engine) useBroker(url string) string {
 	e.mu.Lock()
 	e.natsURL = url
 	e.mu.Unlock()
-	return url, nil
+	return url
 }
 
-func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
-	return supervisor.Dial(ctx, supervisor.ConnConfig{
+func (e *Engine) connConfig(url, purpose string) supervisor.ConnConfig {
+	return supervisor.ConnConfig{
 		URL:            url,
 		Name:           fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
 		Credentials:    e.cfg.NATS.Credentials,
 		Timeout:        e.cfg.NATS.ClientTimeout(),
 		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
-	}, e.log)
+	}
+}
+
+func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
+	return supervisor.Dial(ctx, e.connConfig(url, purpose), e.log)
 }
 
 // loadClient makes every service a NATS client of the serving engine: no lease, no
 // backend, no file, no subscription.
 func (e *Engine) loadClient(ctx context.Context, url string) error {
 	nc, err := e.dial(ctx, url, "client")
+	if err != nil && e.cfg.NATS.EmbeddedBroker() {
+		return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
+			e.cfg.NATS.Embedded.Listen, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -144,3 +144,32 @@ func attemptTimeout(ctx context.Context, configured time.Duration) time.Duration
 	}
 	return left
 }
+
+// Probe tries one connection to cfg.URL, the way an engine with no URL looks for a
+// NATS server on this host: true when a server answered, false when nothing accepts
+// connections at the address, and a *ConnectError when something there would not take
+// us (the credentials, TLS) or did not answer in time.
+func Probe(ctx context.Context, cfg ConnConfig) (bool, error) {
+	if cfg.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.ConnectTimeout)
+		defer cancel()
+	}
+	opts := []nats.Option{nats.Name(cfg.Name), nats.NoReconnect()}
+	if t := attemptTimeout(ctx, cfg.Timeout); t > 0 {
+		opts = append(opts, nats.Timeout(t))
+	}
+	if cfg.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Credentials))
+	}
+	start := time.Now()
+	nc, err := nats.Connect(cfg.URL, opts...)
+	switch {
+	case err == nil:
+		nc.Close()
+		return true, nil
+	case errors.Is(err, nats.ErrNoServers):
+		return false, nil
+	}
+	return false, &ConnectError{URL: cfg.URL, Reason: err, Tried: time.Since(start)}
+}

@@ -98,11 +98,7 @@ func printConfigSummary(w io.Writer, cfg *config.Config) {
 	row := func(k, v string) { fmt.Fprintf(w, "  %-15s %s\n", k+":", v) }
 	row("role", string(e.Role))
 	row("rollout", orNone(e.RolloutID))
-	if cfg.NATS.EmbeddedBroker() {
-		row("nats", fmt.Sprintf("embedded NATS server on %s, store under %s (this host)", cfg.NATS.Embedded.Listen, cfg.NATS.Embedded.StoreDir))
-	} else {
-		row("nats", strings.Join(cfg.NATS.Servers(), ", "))
-	}
+	row("nats", whereNATS(cfg.NATS))
 	if e.Role == config.RoleClient {
 		row("keyvalue", "a NATS client of the serving engine (a client opens no backend)")
 		row("object_storage", "a NATS client of the serving engine (a client opens no backend)")
@@ -155,4 +151,26 @@ func sharedVerdict(e config.Engine, local []string) string {
 	}
 	return strings.Join(local, ", ") + " keep their data on this host: fine without a rollout id " +
 		"(deploy stop-then-start); a rollout id would be refused"
+}
+
+// whereNATS says which broker the engine uses; with nats.url empty that depends on the
+// role: a serving engine starts the embedded broker, a client and an auto engine first
+// look for a NATS server at nats.embedded.listen.
+func whereNATS(n config.NATS) string {
+	if !n.EmbeddedBroker() {
+		return strings.Join(n.Servers(), ", ")
+	}
+	embedded := fmt.Sprintf("embedded NATS server on %s, store under %s (this host)", n.Embedded.Listen, n.Embedded.StoreDir)
+	url, err := n.EmbeddedURL()
+	switch {
+	case n.Engine.Role == config.RoleServe:
+		return embedded
+	case n.Engine.Role == config.RoleClient && err != nil:
+		return "none: " + err.Error()
+	case n.Engine.Role == config.RoleClient:
+		return "the NATS server at " + url + " (a serving engine's embedded one); a client starts none, and exits 1 when none answers"
+	case err != nil:
+		return embedded
+	}
+	return "the NATS server at " + url + " when one answers there (then a client of the engine serving on it, or serving itself); else an " + embedded
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +126,74 @@ func TestConfigCheckReportsCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRolesWithNoURL is issue 10 item 1: with an empty nats.url, client and auto first
+// look for a NATS server at nats.embedded.listen. Next to a zero-config serving engine
+// both become its clients, writing nothing (no data/nats); alone, a client exits 1
+// naming the address it tried and an auto engine starts the embedded broker and serves.
+// Every engine here is given the same embedded address (not the default 4222, which
+// other tests on the machine may hold) and no URL.
+func TestRolesWithNoURL(t *testing.T) {
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfgDir := t.TempDir() // the configurations live apart from the working directories
+	engine := func(name, role string) (*proc, string) {
+		t.Helper()
+		work := t.TempDir()
+		port := freePort(t)
+		path := filepath.Join(cfgDir, name+".yaml")
+		yaml := fmt.Sprintf("nats:\n  embedded: {listen: %q, store_dir: data/nats}\n  connect_timeout_seconds: 1\n  engine: {lease_seconds: 2, drain_seconds: 1}\nhttp: {listen: \"127.0.0.1:%d\"}\n", listen, port)
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return startArgs(t, name, work, port, nil, "run", "--config", path, "--role", role), work
+	}
+	empty := func(p *proc, dir string) {
+		t.Helper()
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Errorf("%s wrote into its working directory: %v %v", p.name, entries, err)
+		}
+	}
+	roleClient := func(p *proc) {
+		t.Helper()
+		p.waitState("client", 20*time.Second)
+		if _, body, err := p.get("/status"); err != nil || !strings.Contains(body, `"role": "client"`) {
+			t.Errorf("%s /status: %s %v, want role client", p.name, body, err)
+		}
+	}
+
+	serving, servingDir := engine("serving", "serve")
+	serving.waitState("serving", 30*time.Second)
+	if _, err := os.Stat(filepath.Join(servingDir, "data", "nats")); err != nil {
+		t.Fatalf("the serving engine's embedded broker keeps no store under data/nats: %v", err)
+	}
+	auto, autoDir := engine("auto", "auto")
+	roleClient(auto)
+	client, clientDir := engine("client", "client")
+	roleClient(client)
+	empty(auto, autoDir)
+	empty(client, clientDir)
+	serving.waitState("serving", time.Second)
+	for _, p := range []*proc{client, auto, serving} {
+		p.signal(syscall.SIGTERM)
+		if code := p.exitCode(30 * time.Second); code != 0 {
+			t.Fatalf("%s exited %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+
+	alone, aloneDir := engine("client-alone", "client")
+	if code := alone.exitCode(30 * time.Second); code != 1 {
+		t.Fatalf("a client with nothing at %s exited %d, want 1", listen, code)
+	}
+	if out := alone.out.String(); !strings.Contains(out, listen) || !strings.Contains(out, "connection refused") {
+		t.Errorf("the client's output does not name %s and why:\n%s", listen, out)
+	}
+	empty(alone, aloneDir)
+
+	autoAlone, autoAloneDir := engine("auto-alone", "auto")
+	autoAlone.waitState("serving", 30*time.Second)
+	if _, err := os.Stat(filepath.Join(autoAloneDir, "data", "nats")); err != nil {
+		t.Fatalf("an auto engine alone serves without its embedded broker's store: %v", err)
 	}
 }
