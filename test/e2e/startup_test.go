@@ -197,3 +197,26 @@ func TestRolesWithNoURL(t *testing.T) {
 		t.Fatalf("an auto engine alone serves without its embedded broker's store: %v", err)
 	}
 }
+
+// TestSIGHUPHandsOver is issue 10 item 8: SIGHUP hands over like SIGTERM. The holder
+// releases the lease and exits 0, and the standby serves at once rather than after a
+// lease period (20 s here), which is what it would wait for a holder killed by the
+// signal.
+func TestSIGHUPHandsOver(t *testing.T) {
+	srv := natstest.Start(t)
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: 20, Drain: 1, HTTPPort: freePort(t)})
+	a.waitState("serving", 20*time.Second)
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: 20, Drain: 1, HTTPPort: freePort(t)})
+	b.waitState("standby", 20*time.Second)
+	a.signal(syscall.SIGHUP)
+	if code := a.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("A exited %d after SIGHUP, want 0", code)
+	}
+	for _, s := range []string{"stop requested: handing over", "handover complete: exiting"} {
+		if !strings.Contains(a.out.String(), s) {
+			t.Errorf("A's log lacks %q", s)
+		}
+	}
+	// Half the lease: a release, not a takeover of a silent holder.
+	b.waitState("serving", 10*time.Second)
+}
