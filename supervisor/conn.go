@@ -90,10 +90,26 @@ func Dial(ctx context.Context, cfg ConnConfig, log *zap.Logger) (*nats.Conn, err
 		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				// nats.go reports its own Close as a disconnection without an error: the
+				// engine closed the connection, which is nothing to warn about.
+				log.Debug("nats connection closed")
+				return
+			}
 			log.Warn("nats disconnected", zap.Error(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+		}),
+		// Without it nats.go writes asynchronous errors (a slow consumer, a permissions
+		// violation) as bare lines to standard error, in the middle of the JSON log.
+		// micro's AddService chains the handler it finds, so services keep it.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			fields := []zap.Field{zap.Error(err)}
+			if sub != nil {
+				fields = append(fields, zap.String("subject", sub.Subject))
+			}
+			log.Warn("nats: asynchronous error", fields...)
 		}),
 	}
 	if cfg.Credentials != "" {

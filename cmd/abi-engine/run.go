@@ -180,8 +180,13 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	reporter := &loadedReporter{Reporter: eng}
 	if cfg.HTTP.Listen != "" {
 		// Up before Load: /healthz answers at once and /readyz says 503 until the engine
-		// has loaded and serves or stands by.
-		tree.Add(supervisor.NewHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log))
+		// has loaded and serves or stands by. Bound here, so an address that cannot be
+		// served stops the start before it touches the broker.
+		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log)
+		if err != nil {
+			return runtimeError(fmt.Errorf("cannot serve /healthz, /readyz, /status and /metrics on %s (http.listen): %w", cfg.HTTP.Listen, err))
+		}
+		tree.Add(h)
 	}
 	tree.Add(c.signals(stop.onFirst, stop.onSecond))
 	treeCtx, cancelTree := context.WithCancel(context.WithoutCancel(ctx))
