@@ -1,7 +1,8 @@
 // Package config is the configuration of abi-engine: the YAML file, the environment
 // variables and command-line overrides that win over it, the rules every value must
 // meet, and where each service keeps its data (the shared-backend check of the ADR).
-// It imports nothing else of this module and opens no connection, so every
+// It imports nothing else of this module but internal/redact (every message hides the
+// password or token of a URL and connection string) and opens no connection, so every
 // configuration error is found before the engine touches the broker, the lease or a
 // backend.
 //

@@ -122,3 +122,32 @@ func TestDocumentLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesHideSecrets: a password or token in nats.url or in a connection string
+// is not in any message, wherever the value came from.
+func TestMessagesHideSecrets(t *testing.T) {
+	const secret = "Secret-123"
+	cases := []struct {
+		name string
+		doc  string
+		env  map[string]string
+	}{
+		{"a bad port", "nats: {url: \"nats://abi:" + secret + "@host:99999\"}\n", nil},
+		{"a bad scheme", "nats: {url: \"http://abi:" + secret + "@host\"}\n", nil},
+		{"a token in a list", "nats: {url: \"nats://" + secret + "@a:1,,\"}\n", nil},
+		{"from the environment", "", map[string]string{EnvNATSURL: "nats://abi:" + secret + "@host:0"}},
+		{"a DSN for another adapter", "services:\n  keyvalue: {adapter: memory, dsn: \"postgres://abi:" + secret + "@db/abi\"}\n", nil},
+		{"a key=value DSN for another adapter", "services:\n  keyvalue: {adapter: memory, dsn: \"host=db password=" + secret + "\"}\n", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), envOf(tc.env))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); strings.Contains(msg, secret) || !strings.Contains(msg, "xxxxx") {
+				t.Errorf("message %q shows the secret, or no mask", msg)
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/abi-engine/engine/internal/redact"
 )
 
 // Issue is one thing wrong with a configuration.
@@ -46,7 +48,9 @@ func (i Issue) String() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(shorten(i.Rule, maxRule))
-	return b.String()
+	// A value may be a URL or a connection string with a password, and a rule may quote
+	// one: what an Issue says is redacted, whatever holds it.
+	return redact.String(b.String())
 }
 
 // Error lists every problem found in a configuration, so one run of

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
@@ -40,7 +41,7 @@ type ConnectError struct {
 }
 
 func (e *ConnectError) Error() string {
-	msg := fmt.Sprintf("cannot connect to NATS at %s: %s", e.URL, describe(e.Reason))
+	msg := fmt.Sprintf("cannot connect to NATS at %s: %s", redact.String(e.URL), redact.String(describe(e.Reason)))
 	switch {
 	case errors.Is(e.Ended, context.DeadlineExceeded):
 		msg += fmt.Sprintf(" (gave up after %s)", e.Tried.Round(time.Millisecond))
@@ -99,7 +100,7 @@ func Dial(ctx context.Context, cfg ConnConfig, log *zap.Logger) (*nats.Conn, err
 			log.Warn("nats disconnected", zap.Error(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+			log.Info("nats reconnected", zap.String("url", redact.String(nc.ConnectedUrl())))
 		}),
 		// Without it nats.go writes asynchronous errors (a slow consumer, a permissions
 		// violation) as bare lines to standard error, in the middle of the JSON log.
@@ -135,7 +136,7 @@ func Dial(ctx context.Context, cfg ConnConfig, log *zap.Logger) (*nats.Conn, err
 		if permanent(err) {
 			return nil, &ConnectError{URL: cfg.URL, Reason: err, Tried: time.Since(start)}
 		}
-		log.Warn("cannot connect to nats; retrying", zap.String("url", cfg.URL), zap.Error(err))
+		log.Warn("cannot connect to nats; retrying", zap.String("url", redact.String(cfg.URL)), zap.String("error", redact.String(describe(err))))
 		select {
 		case <-ctx.Done():
 			return nil, &ConnectError{URL: cfg.URL, Reason: err, Tried: time.Since(start), Ended: ctx.Err()}

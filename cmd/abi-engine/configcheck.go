@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/spf13/cobra"
 )
 
@@ -64,7 +65,7 @@ func (c *cli) printConfigErrors(err error) {
 	w := c.stderr
 	var cerr *config.Error
 	if !errors.As(err, &cerr) {
-		fmt.Fprintf(w, "abi-engine: %v\n", err)
+		fmt.Fprintf(w, "abi-engine: %s\n", redact.String(err.Error()))
 		return
 	}
 	fmt.Fprintln(w, cerr.Error())
@@ -158,7 +159,7 @@ func sharedVerdict(e config.Engine, local []string) string {
 // look for a NATS server at nats.embedded.listen.
 func whereNATS(n config.NATS) string {
 	if !n.EmbeddedBroker() {
-		return strings.Join(n.Servers(), ", ")
+		return redact.String(strings.Join(n.Servers(), ", "))
 	}
 	embedded := fmt.Sprintf("embedded NATS server on %s, store under %s (this host)", n.Embedded.Listen, n.Embedded.StoreDir)
 	url, err := n.EmbeddedURL()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -57,7 +58,8 @@ func connect(b brokerSettings, name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(b.URL, opts...)
 	if err != nil {
-		return nil, runtimeError(fmt.Errorf("connect to NATS at %s: %w", b.URL, err))
+		// An unparsable URL comes back in its error as it was given: main redacts it.
+		return nil, runtimeError(fmt.Errorf("connect to NATS at %s: %w", redact.String(b.URL), err))
 	}
 	return nc, nil
 }
