@@ -22,6 +22,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 )
 
@@ -105,6 +106,7 @@ type Engine struct {
 	stopOnce sync.Once
 
 	// runtime, set by Load
+	tree       *suture.Supervisor
 	treeCancel context.CancelFunc
 	treeDone   <-chan error
 	broker     *supervisor.Broker
@@ -295,55 +297,14 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	return e.loadServing(ctx, state)
 }
 
-func (e *Engine) startTree() {
-	tree := supervisor.NewTree("abi-engine", e.log, 10*time.Second)
-	if e.cfg.NATS.EmbeddedBroker() {
-		b, err := supervisor.NewBroker(e.cfg.NATS.Embedded.Listen, e.cfg.NATS.Embedded.StoreDir, e.log)
-		if err == nil {
-			e.broker = b
-			tree.Add(b)
-		} else {
-			e.broker = nil
-			e.log.Error("embedded broker", zap.Error(err))
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.mu.Lock()
-	e.treeCancel = cancel
-	e.treeDone = tree.ServeBackground(ctx)
-	e.mu.Unlock()
-}
-
-func (e *Engine) brokerURL(ctx context.Context) (string, error) {
-	if !e.cfg.NATS.EmbeddedBroker() {
-		return e.cfg.NATS.URL, nil
-	}
-	if e.broker == nil {
-		return "", fmt.Errorf("engine: nats.embedded.listen %q is not a host:port address", e.cfg.NATS.Embedded.Listen)
-	}
-	url, err := e.broker.URL(ctx)
-	if err != nil {
-		return "", err
-	}
-	e.mu.Lock()
-	e.natsURL = url
-	e.mu.Unlock()
-	return url, nil
-}
-
-func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
-	return supervisor.Dial(ctx, supervisor.ConnConfig{
-		URL:         url,
-		Name:        fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
-		Credentials: e.cfg.NATS.Credentials,
-		Timeout:     e.cfg.NATS.ClientTimeout(),
-	}, e.log)
-}
-
 // loadClient makes every service a NATS client of the serving engine: no lease, no
 // backend, no file, no subscription.
 func (e *Engine) loadClient(ctx context.Context, url string) error {
 	nc, err := e.dial(ctx, url, "client")
+	if err != nil && e.cfg.NATS.EmbeddedBroker() {
+		return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
+			e.cfg.NATS.Embedded.Listen, err)
+	}
 	if err != nil {
 		return err
 	}

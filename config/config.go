@@ -99,6 +99,9 @@ type NATS struct {
 	ClientTimeoutSeconds  float64  `yaml:"client_timeout_seconds"`
 	MaxConcurrentRequests int      `yaml:"max_concurrent_requests"`
 	Engine                Engine   `yaml:"engine"`
+	// ConnectTimeoutSeconds bounds the first connection at start; after it the engine
+	// reconnects for ever.
+	ConnectTimeoutSeconds float64 `yaml:"connect_timeout_seconds"`
 }
 
 // Embedded is the embedded NATS server, started when nats.url is empty.
@@ -167,6 +170,7 @@ func Default() *Config {
 			Embedded:              Embedded{Listen: "127.0.0.1:4222", StoreDir: "data/nats"},
 			ClientTimeoutSeconds:  10,
 			MaxConcurrentRequests: 64,
+			ConnectTimeoutSeconds: 5,
 			Engine: Engine{
 				Role:                  RoleServe,
 				LeaseSeconds:          20,
@@ -235,6 +239,10 @@ func (n NATS) Servers() []string {
 
 // ClientTimeout is how long a client call waits for its reply.
 func (n NATS) ClientTimeout() time.Duration { return seconds(n.ClientTimeoutSeconds) }
+
+// ConnectTimeout is how long an engine tries to reach the broker at start before it
+// gives up.
+func (n NATS) ConnectTimeout() time.Duration { return seconds(n.ConnectTimeoutSeconds) }
 
 // Lease is the lease period: renewals run every Lease/4, fencing after Lease/2, a
 // contender takes over after a full Lease without a new revision.

@@ -57,6 +57,7 @@ func TestDefaults(t *testing.T) {
 					Credentials:           "",
 					ClientTimeoutSeconds:  10,
 					MaxConcurrentRequests: 64,
+					ConnectTimeoutSeconds: 5,
 					Engine: Engine{
 						Role: RoleServe, RolloutID: "", LeaseSeconds: 20,
 						StandbyTimeoutSeconds: 900, DrainSeconds: 60, LeaseReplicas: 1,
@@ -88,6 +89,7 @@ func TestDurations(t *testing.T) {
 	c := mustParse(t, `
 nats:
   client_timeout_seconds: 2.5
+  connect_timeout_seconds: 1.5
   engine: {lease_seconds: 8, standby_timeout_seconds: 60, drain_seconds: 0}
 `, nil)
 	for _, tc := range []struct {
@@ -103,6 +105,8 @@ nats:
 		{"default StandbyTimeout", Default().NATS.Engine.StandbyTimeout(), 15 * time.Minute},
 		{"default Drain", Default().NATS.Engine.Drain(), time.Minute},
 		{"default ClientTimeout", Default().NATS.ClientTimeout(), 10 * time.Second},
+		{"ConnectTimeout", c.NATS.ConnectTimeout(), 1500 * time.Millisecond},
+		{"default ConnectTimeout", Default().NATS.ConnectTimeout(), 5 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)

@@ -1,7 +1,8 @@
 // Package config is the configuration of abi-engine: the YAML file, the environment
 // variables and command-line overrides that win over it, the rules every value must
 // meet, and where each service keeps its data (the shared-backend check of the ADR).
-// It imports nothing else of this module and opens no connection, so every
+// It imports nothing else of this module but internal/redact (every message hides the
+// password or token of a URL and connection string) and opens no connection, so every
 // configuration error is found before the engine touches the broker, the lease or a
 // backend.
 //
@@ -17,13 +18,17 @@
 //     empty keeps the file's value;
 //  4. the flags of abi-engine run: --role, --nats and --http.
 //
+// The file must be a regular file of at most MaxFileSize bytes (1 MiB): a directory, a
+// device such as /dev/zero or a named pipe is refused before it is read.
+//
 // The result is validated as a whole and every problem is reported at once, each naming
 // its key, its value, the rule it breaks and where the value came from (a line of the
 // file, an environment variable or a flag). The file is decoded strictly: a key that is
 // not listed below is an error naming the key and its line, and so is a key set twice.
 // A key written without a value ("rollout_id:") keeps its default; write "" for an
 // empty string, e.g. `listen: ""` to turn HTTP off. Seconds are numbers and may have a
-// fraction (lease_seconds: 2.5).
+// fraction (lease_seconds: 2.5). The first 20 problems of the document are listed and the
+// others counted, and a key or value of more than 256 bytes is cut in messages.
 //
 // # Keys
 //
@@ -42,6 +47,11 @@
 //
 // nats.client_timeout_seconds (default 10): how long a client call waits for its reply;
 // a finite number greater than 0.
+//
+// nats.connect_timeout_seconds (default 5): how long an engine tries to reach the broker
+// at start (a broker that is not there, refuses the credentials, a credentials file
+// that cannot be read) before it gives up, naming the address and the reason; a finite
+// number greater than 0. Once connected, an engine reconnects for ever.
 //
 // nats.max_concurrent_requests (default 64): calls each service handles at once; a whole
 // number from 1 to 4096.

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/abi-engine/engine/internal/redact"
 )
 
 // Issue is one thing wrong with a configuration.
@@ -31,13 +33,13 @@ type Issue struct {
 
 func (i Issue) String() string {
 	var b strings.Builder
-	b.WriteString(i.Key)
+	b.WriteString(shorten(i.Key, maxShown))
 	if i.Key == "" {
 		b.WriteString("the document")
 	}
 	if i.Value != "" {
 		b.WriteString(" = ")
-		b.WriteString(i.Value)
+		b.WriteString(shorten(i.Value, maxShown))
 	}
 	if i.Origin != "" {
 		b.WriteString(" (")
@@ -45,8 +47,10 @@ func (i Issue) String() string {
 		b.WriteString(")")
 	}
 	b.WriteString(": ")
-	b.WriteString(i.Rule)
-	return b.String()
+	b.WriteString(shorten(i.Rule, maxRule))
+	// A value may be a URL or a connection string with a password, and a rule may quote
+	// one: what an Issue says is redacted, whatever holds it.
+	return redact.String(b.String())
 }
 
 // Error lists every problem found in a configuration, so one run of
@@ -95,6 +99,7 @@ const (
 	keyEmbeddedStore   = "nats.embedded.store_dir"
 	keyClientTimeout   = "nats.client_timeout_seconds"
 	keyMaxConcurrent   = "nats.max_concurrent_requests"
+	keyConnectTimeout  = "nats.connect_timeout_seconds"
 	keyRole            = "nats.engine.role"
 	keyRolloutID       = "nats.engine.rollout_id"
 	keyLeaseSeconds    = "nats.engine.lease_seconds"
@@ -200,6 +205,9 @@ func (c *Config) check(issues []Issue) []Issue {
 	}
 	if n.MaxConcurrentRequests < 1 || n.MaxConcurrentRequests > 4096 {
 		bad(keyMaxConcurrent, strconv.Itoa(n.MaxConcurrentRequests), ruleMaxConcurrent)
+	}
+	if !finite(n.ConnectTimeoutSeconds) || n.ConnectTimeoutSeconds <= 0 {
+		bad(keyConnectTimeout, num(n.ConnectTimeoutSeconds), rulePositiveSecs)
 	}
 
 	e := n.Engine
@@ -367,11 +375,11 @@ func natsURLRule(s string) string {
 		}
 		u, err := url.Parse(part)
 		if err != nil || !natsSchemes[strings.ToLower(u.Scheme)] || u.Hostname() == "" {
-			return fmt.Sprintf("%s; %q is not one", rule, part)
+			return fmt.Sprintf("%s; %s is not one", rule, quote(part))
 		}
 		if p := u.Port(); p != "" {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-				return fmt.Sprintf("%s; %q has a port outside 1..65535", rule, part)
+				return fmt.Sprintf("%s; %s has a port outside 1..65535", rule, quote(part))
 			}
 		}
 	}

@@ -46,6 +46,9 @@ func TestRules(t *testing.T) {
 		{"nats.client_timeout_seconds", "greater than 0", []value{
 			{"0.5", ""}, {"10", ""}, {"0", "0"}, {"-1", "-1"}, {".nan", "NaN"}, {".inf", "+Inf"},
 		}},
+		{"nats.connect_timeout_seconds", "greater than 0", []value{
+			{"0.5", ""}, {"5", ""}, {"0", "0"}, {"-1", "-1"}, {".nan", "NaN"}, {".inf", "+Inf"},
+		}},
 		{"services.keyvalue.adapter", "memory, bbolt, jetstream or postgres", []value{
 			{"memory", ""}, {"bbolt", ""}, {"jetstream", ""},
 			{"redis", `"redis"`}, {`""`, `""`}, {"JetStream", `"JetStream"`},

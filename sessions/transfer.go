@@ -463,9 +463,11 @@ func (h *TransferHost) Stop() {
 	}
 	if len(subs) > 0 && !h.nc.IsClosed() {
 		// One short round trip, so callers get "no responders" from now on rather than
-		// a timeout. Not worth waiting long for: the subscriptions are gone here anyway.
+		// a timeout. Not worth waiting long for, nor a warning when it fails (at an exit
+		// after the broker went away, at fencing): the subscriptions are gone here
+		// anyway, and the broker drops them with the connection.
 		if err := h.nc.FlushTimeout(stopFlushTimeout); err != nil {
-			h.log.Warn("the broker did not confirm the UNSUBs of a stopped transfer host", "error", err)
+			h.log.Info("the broker did not confirm the UNSUBs of a stopped transfer host", "error", err)
 		}
 	}
 	h.mu.Lock()

@@ -86,14 +86,18 @@ func (b *Broker) Serve(ctx context.Context) error {
 	if err != nil {
 		return b.fail(fmt.Errorf("supervisor: embedded broker: %w", err))
 	}
-	srv.SetLoggerV2(zapServerLogger{b.log.Sugar()}, false, false, false)
+	// nats-server reports what stops its start (the port in use, a store directory it
+	// cannot use) as a fatal log line and then never gets ready: catch it, to report
+	// that cause at once rather than a timeout.
+	fatal := make(chan string, 1)
+	srv.SetLoggerV2(zapServerLogger{s: b.log.Sugar(), fatal: fatal}, false, false, false)
 	go srv.Start()
 	defer func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		return b.fail(fmt.Errorf("supervisor: embedded broker on %s did not accept connections within 10s (is the port in use?)", b.listen))
+	if err := waitReady(ctx, srv, fatal); err != nil {
+		return b.fail(fmt.Errorf("supervisor: embedded broker on %s (store %s): %w", b.listen, b.storeDir, err))
 	}
 	addr := srv.Addr().(*net.TCPAddr)
 	b.mu.Lock()
@@ -110,6 +114,29 @@ func (b *Broker) Serve(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// readyTimeout bounds the start of the embedded broker when it reports nothing.
+const readyTimeout = 10 * time.Second
+
+// waitReady waits until srv accepts connections, or reports why it cannot.
+func waitReady(ctx context.Context, srv *server.Server, fatal <-chan string) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		select {
+		case msg := <-fatal:
+			return errors.New(msg)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if srv.ReadyForConnections(20 * time.Millisecond) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not accept connections within %s", readyTimeout)
+		}
+	}
+}
+
 func (b *Broker) fail(err error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -124,12 +151,24 @@ func (b *Broker) fail(err error) error {
 	return err
 }
 
-// zapServerLogger adapts nats-server's logger to zap.
-type zapServerLogger struct{ s *zap.SugaredLogger }
+// zapServerLogger adapts nats-server's logger to zap. A fatal message is also handed to
+// fatal, when it has room: the first one says why the server stops.
+type zapServerLogger struct {
+	s     *zap.SugaredLogger
+	fatal chan<- string
+}
 
 func (l zapServerLogger) Noticef(format string, v ...any) { l.s.Infof(format, v...) }
 func (l zapServerLogger) Warnf(format string, v ...any)   { l.s.Warnf(format, v...) }
-func (l zapServerLogger) Fatalf(format string, v ...any)  { l.s.Errorf(format, v...) }
 func (l zapServerLogger) Errorf(format string, v ...any)  { l.s.Errorf(format, v...) }
 func (l zapServerLogger) Debugf(format string, v ...any)  { l.s.Debugf(format, v...) }
 func (l zapServerLogger) Tracef(format string, v ...any)  { l.s.Debugf(format, v...) }
+
+func (l zapServerLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.s.Error(msg)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
+}

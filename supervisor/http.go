@@ -61,12 +61,30 @@ type HTTP struct {
 
 	mu    sync.Mutex
 	bound string
+	ln    net.Listener // bound by ListenHTTP, taken by the first Serve
 	ready chan struct{}
 }
 
-// NewHTTP serves handler on addr ("host:port"; port 0 picks a free one).
+// NewHTTP serves handler on addr ("host:port"; port 0 picks a free one), listening
+// when Serve runs.
 func NewHTTP(addr string, handler http.Handler, log *zap.Logger) *HTTP {
 	return &HTTP{addr: addr, handler: handler, log: log.Named("http"), ready: make(chan struct{})}
+}
+
+// ListenHTTP is NewHTTP listening now, so an address that cannot be served (the port
+// in use, a host not of this machine) is an error at once: an engine whose probes
+// cannot be answered must not start (Kubernetes would kill it as unready, or never
+// know it was up). Serve serves on that listener; when Serve returns, it is closed.
+func ListenHTTP(addr string, handler http.Handler, log *zap.Logger) (*HTTP, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: http listen %s: %w", addr, err)
+	}
+	h := NewHTTP(addr, handler, log)
+	h.ln = ln
+	h.bound = ln.Addr().String()
+	close(h.ready)
+	return h, nil
 }
 
 func (h *HTTP) String() string { return "http " + h.addr }
@@ -85,9 +103,19 @@ func (h *HTTP) Addr(ctx context.Context) (string, error) {
 
 // Serve implements suture.Service.
 func (h *HTTP) Serve(ctx context.Context) error {
-	ln, err := net.Listen("tcp", h.addr)
-	if err != nil {
-		return fmt.Errorf("supervisor: http listen %s: %w", h.addr, err)
+	h.mu.Lock()
+	ln := h.ln
+	h.ln = nil
+	addr := h.addr
+	if h.bound != "" {
+		addr = h.bound // a restart comes back on the port it had
+	}
+	h.mu.Unlock()
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("supervisor: http listen %s: %w", addr, err)
+		}
 	}
 	h.mu.Lock()
 	h.bound = ln.Addr().String()

@@ -7,8 +7,11 @@ import (
 	"syscall"
 )
 
-// Signals turns SIGTERM and SIGINT into the engine's handover: the first calls
-// OnFirst, the second OnSecond (stop at once). It is a suture service.
+// Signals turns SIGTERM, SIGINT and SIGHUP into the engine's handover: the first calls
+// OnFirst, the second OnSecond (stop at once). SIGHUP is a stop request like the others
+// (a closed terminal, a supervisor that hangs up): left to Go's default it kills the
+// process without releasing the lease, and a successor waits a whole lease period. It
+// is a suture service.
 type Signals struct {
 	OnFirst  func()
 	OnSecond func()
@@ -19,7 +22,7 @@ func (s *Signals) String() string { return "signals" }
 // Serve implements suture.Service.
 func (s *Signals) Serve(ctx context.Context) error {
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(ch)
 	seen := 0
 	for {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +37,8 @@ the working directory, else the defaults; then ABI_ENGINE_ROLE, ABI_ROLLOUT_ID a
 ABI_NATS_URL) and prints every problem, with the shared-backend verdict for the rollout
 (--rollout, else ABI_ROLLOUT_ID, else nats.engine.rollout_id): a serving engine with a
 rollout id hands over without downtime, so none of its services may keep its data on this
-host. It exits 2 on any problem and 0 otherwise, printing where each service keeps its data.`,
+host. It also checks that the files the configuration names (nats.credentials) can be
+read. It exits 2 on any problem and 0 otherwise, printing where each service keeps its data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var overrides []config.Override
@@ -44,7 +46,7 @@ host. It exits 2 on any problem and 0 otherwise, printing where each service kee
 				// The rollout of a deploy comes from ABI_ROLLOUT_ID; the flag stands in for it.
 				overrides = append(overrides, config.RolloutFlag(rollout))
 			}
-			cfg, err := config.Load(path, c.env, overrides...)
+			cfg, err := config.Check(path, c.env, overrides...)
 			if err != nil {
 				c.printConfigErrors(err)
 				return &exitError{code: exitUsage}
@@ -63,7 +65,7 @@ func (c *cli) printConfigErrors(err error) {
 	w := c.stderr
 	var cerr *config.Error
 	if !errors.As(err, &cerr) {
-		fmt.Fprintf(w, "abi-engine: %v\n", err)
+		fmt.Fprintf(w, "abi-engine: %s\n", redact.String(err.Error()))
 		return
 	}
 	fmt.Fprintln(w, cerr.Error())
@@ -97,11 +99,7 @@ func printConfigSummary(w io.Writer, cfg *config.Config) {
 	row := func(k, v string) { fmt.Fprintf(w, "  %-15s %s\n", k+":", v) }
 	row("role", string(e.Role))
 	row("rollout", orNone(e.RolloutID))
-	if cfg.NATS.EmbeddedBroker() {
-		row("nats", fmt.Sprintf("embedded NATS server on %s, store under %s (this host)", cfg.NATS.Embedded.Listen, cfg.NATS.Embedded.StoreDir))
-	} else {
-		row("nats", strings.Join(cfg.NATS.Servers(), ", "))
-	}
+	row("nats", whereNATS(cfg.NATS))
 	if e.Role == config.RoleClient {
 		row("keyvalue", "a NATS client of the serving engine (a client opens no backend)")
 		row("object_storage", "a NATS client of the serving engine (a client opens no backend)")
@@ -154,4 +152,26 @@ func sharedVerdict(e config.Engine, local []string) string {
 	}
 	return strings.Join(local, ", ") + " keep their data on this host: fine without a rollout id " +
 		"(deploy stop-then-start); a rollout id would be refused"
+}
+
+// whereNATS says which broker the engine uses; with nats.url empty that depends on the
+// role: a serving engine starts the embedded broker, a client and an auto engine first
+// look for a NATS server at nats.embedded.listen.
+func whereNATS(n config.NATS) string {
+	if !n.EmbeddedBroker() {
+		return redact.String(strings.Join(n.Servers(), ", "))
+	}
+	embedded := fmt.Sprintf("embedded NATS server on %s, store under %s (this host)", n.Embedded.Listen, n.Embedded.StoreDir)
+	url, err := n.EmbeddedURL()
+	switch {
+	case n.Engine.Role == config.RoleServe:
+		return embedded
+	case n.Engine.Role == config.RoleClient && err != nil:
+		return "none: " + err.Error()
+	case n.Engine.Role == config.RoleClient:
+		return "the NATS server at " + url + " (a serving engine's embedded one); a client starts none, and exits 1 when none answers"
+	case err != nil:
+		return embedded
+	}
+	return "the NATS server at " + url + " when one answers there (then a client of the engine serving on it, or serving itself); else an " + embedded
 }

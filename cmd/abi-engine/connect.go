@@ -1,12 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -40,22 +39,14 @@ func (c *cli) brokerFor(cmd *cobra.Command, natsFlag string) (brokerSettings, er
 	return brokerSettings{URL: url, Credentials: cfg.NATS.Credentials, Timeout: cfg.NATS.ClientTimeout()}, nil
 }
 
-// embeddedURL is where an engine with an embedded broker listening on listen is
-// reached from this host.
+// embeddedURL is where an engine with an embedded broker listening on listen is reached
+// from this host.
 func embeddedURL(listen string) (string, error) {
-	host, port, err := net.SplitHostPort(listen)
+	url, err := config.NATS{Embedded: config.Embedded{Listen: listen}}.EmbeddedURL()
 	if err != nil {
-		return "", fmt.Errorf("nats.embedded.listen %q: %w", listen, err)
+		return "", fmt.Errorf("%w; or give the broker's address with --nats", err)
 	}
-	if port == "0" {
-		return "", errors.New("nats.url is empty and nats.embedded.listen " + listen +
-			" lets the embedded broker pick a random port: give its address with --nats or " + config.EnvNATSURL)
-	}
-	switch host {
-	case "", "0.0.0.0", "::":
-		host = "127.0.0.1"
-	}
-	return "nats://" + net.JoinHostPort(host, port), nil
+	return url, nil
 }
 
 // connect dials the broker once: a command reports a broker it cannot reach rather
@@ -67,7 +58,8 @@ func connect(b brokerSettings, name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(b.URL, opts...)
 	if err != nil {
-		return nil, runtimeError(fmt.Errorf("connect to NATS at %s: %w", b.URL, err))
+		// An unparsable URL comes back in its error as it was given: main redacts it.
+		return nil, runtimeError(fmt.Errorf("connect to NATS at %s: %w", redact.String(b.URL), err))
 	}
 	return nc, nil
 }

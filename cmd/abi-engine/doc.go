@@ -10,7 +10,7 @@
 // Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error, 3 another engine
 // serves (the message names it).
 //
-// run starts an engine in its role and keeps it until SIGTERM or SIGINT: the first
+// run starts an engine in its role and keeps it until SIGTERM, SIGINT or SIGHUP: the first
 // signal hands over (jobs stop, the lease is released, the calls and sessions already
 // received are answered for up to drain_seconds) and the process exits 0 once that is
 // done; a second signal cuts the handover short. An engine that ends on its own (it

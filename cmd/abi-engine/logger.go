@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/abi-engine/engine/internal/redact"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
 // newLogger is zap's production logger writing to w, JSON or console, without
 // sampling: every lease event (fenced, lost, standby timed out) is logged, however many
-// come in a second.
+// come in a second. Every line is redacted on its way out: the engine redacts the URLs
+// it logs, and this catches a secret in a message of a library or in a field nobody
+// thought of.
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
@@ -28,7 +31,7 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log format %q: must be json or console", format)
 	}
-	out := zapcore.Lock(zapcore.AddSync(w))
+	out := zapcore.Lock(zapcore.AddSync(redact.Writer(w)))
 	core := zapcore.NewCore(encoder, out, zap.NewAtomicLevelAt(lvl))
 	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zap.ErrorLevel), zap.ErrorOutput(out)), nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/spf13/cobra"
 )
 
@@ -87,7 +88,9 @@ func (c *cli) execute(ctx context.Context, args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(c.stderr, "abi-engine: %v\n", ee.err)
+			// The commands redact what they put in errors; this is the last line of
+			// defence before the terminal.
+			fmt.Fprintf(c.stderr, "abi-engine: %s\n", redact.String(ee.err.Error()))
 		}
 		if ee.code == exitUsage && isFlagOrArgError(ee.err) {
 			fmt.Fprintln(c.stderr, "Run 'abi-engine --help' for usage.")

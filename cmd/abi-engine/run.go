@@ -35,7 +35,7 @@ type runnableEngine interface {
 type engineFactory func(cfg *config.Config, log *zap.Logger, version string) (runnableEngine, error)
 
 // signalSource is the suture service that calls first on the first stop request
-// (SIGTERM or SIGINT) and second on every later one.
+// (SIGTERM, SIGINT or SIGHUP) and second on every later one.
 type signalSource func(first, second func()) suture.Service
 
 func newSignals(first, second func()) suture.Service {
@@ -61,10 +61,12 @@ func (c *cli) runCommand() *cobra.Command {
 		Short: "Run an engine until SIGTERM, then hand over",
 		Long: `run starts an engine in its role (serve, client or auto). A serving engine takes the
 lease, stands by while an engine of another rollout serves, or fails (exit 3) naming the
-engine that serves. The first SIGTERM or SIGINT hands over: jobs stop, the lease is
-released, the calls and sessions already received are answered for up to drain_seconds,
-and the process exits 0. A second signal stops at once. An engine that loses its lease,
-or a standby that is not handed it within standby_timeout_seconds, exits 1.`,
+engine that serves. The first SIGTERM, SIGINT or SIGHUP hands over: jobs stop, the lease
+is released, the calls and sessions already received are answered for up to
+drain_seconds, and the process exits 0. A second signal stops at once. An engine that
+loses its lease, or a standby that is not handed it within standby_timeout_seconds,
+exits 1; so does one that cannot reach the broker within nats.connect_timeout_seconds
+at start, or cannot serve its HTTP endpoints.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.runEngine(cmd, f)
@@ -178,8 +180,13 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	reporter := &loadedReporter{Reporter: eng}
 	if cfg.HTTP.Listen != "" {
 		// Up before Load: /healthz answers at once and /readyz says 503 until the engine
-		// has loaded and serves or stands by.
-		tree.Add(supervisor.NewHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log))
+		// has loaded and serves or stands by. Bound here, so an address that cannot be
+		// served stops the start before it touches the broker.
+		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log)
+		if err != nil {
+			return runtimeError(fmt.Errorf("cannot serve /healthz, /readyz, /status and /metrics on %s (http.listen): %w", cfg.HTTP.Listen, err))
+		}
+		tree.Add(h)
 	}
 	tree.Add(c.signals(stop.onFirst, stop.onSecond))
 	treeCtx, cancelTree := context.WithCancel(context.WithoutCancel(ctx))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/abi-engine/engine/internal/redact"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/nats-io/nats.go"
@@ -38,9 +39,9 @@ its revision and how long since it last changed. It never creates the bucket.`,
 			defer nc.Close()
 			st, err := readLease(ctx, nc)
 			if err != nil {
-				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", b.URL, err))
+				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(b.URL), err))
 			}
-			st.NATSURL = b.URL
+			st.NATSURL = redact.String(b.URL)
 			if asJSON {
 				return writeJSON(c.stdout, st.JSON(time.Now()))
 			}

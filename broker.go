@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/supervisor"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// This file is how an engine finds its broker and connects to it.
+
+// startTree starts the engine's supervisor; the embedded broker joins it when the
+// engine hosts one (brokerURL).
+func (e *Engine) startTree() {
+	tree := supervisor.NewTree("abi-engine", e.log, 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.mu.Lock()
+	e.tree = tree
+	e.treeCancel = cancel
+	e.treeDone = tree.ServeBackground(ctx)
+	e.mu.Unlock()
+}
+
+// brokerURL is the broker the engine uses: nats.url when it is set. With nats.url
+// empty, a serving engine starts the embedded broker; a client and an auto engine first
+// look for a NATS server at nats.embedded.listen (where the embedded broker of a
+// serving engine on this host listens) and use it. Finding none, an auto engine starts
+// the embedded broker and serves, and a client fails naming the address (loadClient):
+// a client never keeps data on this host.
+func (e *Engine) brokerURL(ctx context.Context) (string, error) {
+	n := e.cfg.NATS
+	if !n.EmbeddedBroker() {
+		return n.URL, nil
+	}
+	switch n.Engine.Role {
+	case config.RoleClient:
+		url, err := n.EmbeddedURL()
+		if err != nil {
+			return "", fmt.Errorf("engine: a client engine starts no broker: %w", err)
+		}
+		return e.useBroker(url), nil
+	case config.RoleAuto:
+		url, err := n.EmbeddedURL()
+		if err != nil {
+			break // port 0: nowhere to look; this engine hosts the broker
+		}
+		found, err := supervisor.Probe(ctx, e.connConfig(url, "probe"))
+		if err != nil {
+			return "", fmt.Errorf("engine: nats.url is empty, so this auto engine looked for a NATS server at %s (nats.embedded.listen): %w", n.Embedded.Listen, err)
+		}
+		if found {
+			e.log.Info("nats.url is empty and a NATS server answers at nats.embedded.listen: using it", zap.String("url", url))
+			return e.useBroker(url), nil
+		}
+		e.log.Info("nats.url is empty and no NATS server answers at nats.embedded.listen: starting the embedded one", zap.String("url", url))
+	}
+	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log)
+	if err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
+	e.mu.Lock()
+	e.broker = b
+	tree := e.tree
+	e.mu.Unlock()
+	tree.Add(b)
+	url, err := b.URL(ctx)
+	if err != nil {
+		return "", err
+	}
+	return e.useBroker(url), nil
+}
+
+// useBroker records url as the broker of the engine.
+func (e *Engine) useBroker(url string) string {
+	e.mu.Lock()
+	e.natsURL = url
+	e.mu.Unlock()
+	return url
+}
+
+func (e *Engine) connConfig(url, purpose string) supervisor.ConnConfig {
+	return supervisor.ConnConfig{
+		URL:            url,
+		Name:           fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
+		Credentials:    e.cfg.NATS.Credentials,
+		Timeout:        e.cfg.NATS.ClientTimeout(),
+		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
+	}
+}
+
+func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
+	return supervisor.Dial(ctx, e.connConfig(url, purpose), e.log)
+}
