@@ -206,6 +206,8 @@ func TestSIGHUPHandsOver(t *testing.T) {
 	srv := natstest.Start(t)
 	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: 20, Drain: 1, HTTPPort: freePort(t)})
 	a.waitState("serving", 20*time.Second)
+	// Loaded, not only serving: a signal while Load returns is "stopped while loading".
+	a.waitHTTP("/readyz", 200, 20*time.Second)
 	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: 20, Drain: 1, HTTPPort: freePort(t)})
 	b.waitState("standby", 20*time.Second)
 	a.signal(syscall.SIGHUP)
