@@ -69,8 +69,14 @@ func (e *Engine) Ready() bool {
 // renewed for more than a lease period.
 var errWedged = errors.New("engine: wedged")
 
+// errStuckFenced is the health error of a holder fenced for longer than a lease
+// period: it cannot renew (a deleted bucket it cannot recreate, JetStream gone from the
+// account) and a restart is the cure a liveness probe can bring.
+var errStuckFenced = errors.New("engine: fenced without recovering")
+
 // Healthy is nil while the process is healthy, and an error when the engine believes
-// it serves but has not renewed for more than a lease period (a wedged holder).
+// it serves but has not renewed for more than a lease period (a wedged holder), or has
+// been fenced for longer than a lease period without renewing again.
 func (e *Engine) Healthy() error {
 	e.mu.Lock()
 	own := e.ownership
@@ -79,12 +85,20 @@ func (e *Engine) Healthy() error {
 		return nil
 	}
 	s := own.Status()
-	if s.State != lease.StateServing {
-		return nil
-	}
-	if since := time.Since(s.LastRenewed); since > e.cfg.NATS.Engine.Lease() {
-		return fmt.Errorf("%w: serving but no lease renewal for %s (lease %s)", errWedged,
-			since.Round(time.Millisecond), e.cfg.NATS.Engine.Lease())
+	lp := e.cfg.NATS.Engine.Lease()
+	since := time.Since(s.LastRenewed)
+	switch s.State {
+	case lease.StateServing:
+		if since > lp {
+			return fmt.Errorf("%w: serving but no lease renewal for %s (lease %s)", errWedged,
+				since.Round(time.Millisecond), lp)
+		}
+	case lease.StateFenced:
+		// It fenced lease/2 after its last successful renewal.
+		if fenced := since - lp/2; fenced > lp {
+			return fmt.Errorf("%w: fenced for %s, no lease renewal for %s (lease %s)", errStuckFenced,
+				fenced.Round(time.Millisecond), since.Round(time.Millisecond), lp)
+		}
 	}
 	return nil
 }
