@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,12 +120,27 @@ func (e *ShapeError) Error() string {
 // ErrNotConnected is Ensure's answer while the connection is not connected.
 var ErrNotConnected = errors.New("not connected to the broker")
 
+// ErrSettling is Ensure's answer for a bucket gone for less than Settle: a later
+// Ensure recreates it.
+var ErrSettling = errors.New("recreating it once its deletion has settled")
+
+// Settle is how long a bucket must have been seen missing before Ensure recreates
+// it. The broker answers "stream not found" before it has finished deleting the
+// stream's files (nats-server 2.15.3 takes it out of the account first), and a stream
+// created in that window gets its directory moved away by the deletion: it answers
+// reads and hangs every write.
+const Settle = time.Second
+
 // Bucket is an opened bucket.
 type Bucket struct {
 	js     jetstream.JetStream
 	spec   Spec
 	name   string
 	stream string
+
+	mu        sync.Mutex
+	missing   time.Time // when Ensure first found the bucket gone, zero while it exists
+	unprepped bool      // Prepare failed on the recreated bucket: run it again
 }
 
 // Name is the bucket's name.
@@ -163,20 +180,41 @@ func Open(ctx context.Context, js jetstream.JetStream, spec Spec) (*Bucket, erro
 
 // Ensure makes sure the bucket exists with the settings it needs, recreating it (with
 // the configured settings, empty) when it is gone; recreated says so. Callers run it
-// when a call on the bucket failed in a way a missing bucket explains. While the
-// connection is not connected it asks nothing: the broker is away, which is not a
-// deleted bucket, and the check would only wait.
+// after a call on the bucket failed. A bucket is recreated only once it has been found
+// gone for Settle (before that Ensure answers ErrSettling), so a caller checks again.
+// While the connection is not connected it asks nothing: the broker is away, which is
+// not a deleted bucket, and the check would only wait.
 func (b *Bucket) Ensure(ctx context.Context) (recreated bool, err error) {
 	if nc := b.js.Conn(); nc != nil && nc.Status() != nats.CONNECTED {
 		return false, fmt.Errorf("%s %s: %w (%s)", b.spec.What, b.name, ErrNotConnected, nc.Status())
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	cfg, err := b.config(ctx)
 	if err == nil {
-		return false, b.check(cfg)
+		b.missing = time.Time{}
+		if err := b.check(cfg); err != nil {
+			return false, err
+		}
+		if b.unprepped {
+			if err := b.prepare(ctx); err != nil {
+				return false, b.errorf("prepare", err)
+			}
+			b.unprepped = false
+		}
+		return false, nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, b.errorf("check", err)
 	}
+	now := time.Now()
+	if b.missing.IsZero() {
+		b.missing = now
+	}
+	if wait := Settle - now.Sub(b.missing); wait > 0 {
+		return false, fmt.Errorf("%s %s is gone: %w (in %s)", b.spec.What, b.name, ErrSettling, wait.Round(time.Millisecond))
+	}
+	b.missing = time.Time{}
 	if cfg, err = b.create(ctx); err != nil {
 		return false, b.errorf("recreate", err)
 	}
@@ -184,6 +222,7 @@ func (b *Bucket) Ensure(ctx context.Context) (recreated bool, err error) {
 		return false, err
 	}
 	if err := b.prepare(ctx); err != nil {
+		b.unprepped = true
 		return true, b.errorf("recreate", err)
 	}
 	return true, nil

@@ -16,6 +16,23 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// ensureUntil runs Ensure until done accepts its outcome: a bucket found gone is
+// recreated only after Settle, so the first answers are ErrSettling.
+func ensureUntil(t *testing.T, ctx context.Context, b *jsbucket.Bucket, done func(bool, error) bool) (bool, error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * jsbucket.Settle)
+	for {
+		recreated, err := b.Ensure(ctx)
+		if done(recreated, err) {
+			return recreated, err
+		}
+		if !errors.Is(err, jsbucket.ErrSettling) || time.Now().After(deadline) {
+			t.Fatalf("Ensure = %v %v", recreated, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -130,9 +147,13 @@ func TestEnsureRecreatesADeletedBucket(t *testing.T) {
 	if _, err := obs.PutBytes(ctx, "a", []byte("x")); err == nil {
 		t.Fatal("a put into a deleted bucket succeeded")
 	}
-	recreated, err := b.Ensure(ctx)
-	if !recreated || err != nil {
-		t.Fatalf("Ensure on a deleted bucket = %v %v, want recreated", recreated, err)
+	found := time.Now()
+	if recreated, err := b.Ensure(ctx); recreated || !errors.Is(err, jsbucket.ErrSettling) {
+		t.Fatalf("first Ensure on a deleted bucket = %v %v, want ErrSettling", recreated, err)
+	}
+	ensureUntil(t, ctx, b, func(recreated bool, err error) bool { return recreated && err == nil })
+	if took := time.Since(found); took < jsbucket.Settle {
+		t.Fatalf("recreated %s after it was found gone, before the settle time", took)
 	}
 	if prepared != 2 {
 		t.Fatalf("Prepare ran %d times, want at Open and at the recreation", prepared)
@@ -192,10 +213,9 @@ func TestEnsureFailsWhenTheBrokerRefusesTheRecreation(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SQUATTER", Subjects: []string{"$KV.B.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	recreated, err := b.Ensure(ctx)
-	if recreated || err == nil || !strings.Contains(err.Error(), "test bucket B: recreate") {
-		t.Fatalf("Ensure = %v %v, want a failed recreation", recreated, err)
-	}
+	ensureUntil(t, ctx, b, func(recreated bool, err error) bool {
+		return !recreated && err != nil && strings.Contains(err.Error(), "test bucket B: recreate")
+	})
 }
 
 func TestEnsureAsksNothingWhileDisconnected(t *testing.T) {
