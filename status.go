@@ -16,6 +16,17 @@ type Status struct {
 	RolloutID  string      `json:"rollout_id"`
 	Version    string      `json:"version"`
 	Lease      LeaseStatus `json:"lease"`
+	// Backends are the serving (or standby) engine's backends, each with whether it
+	// answers; empty on a client.
+	Backends []BackendStatus `json:"backends"`
+}
+
+// BackendStatus is one backend in GET /status.
+type BackendStatus struct {
+	Service string `json:"service"`
+	Backend string `json:"backend"` // the adapter
+	Up      bool   `json:"up"`
+	Error   string `json:"error,omitempty"` // why it is down
 }
 
 // LeaseStatus is the lease as this engine knows it.
@@ -33,8 +44,18 @@ func (e *Engine) status() Status {
 		Version:    e.opts.version,
 	}
 	e.mu.Lock()
-	own := e.ownership
+	own, set := e.ownership, e.serving
 	e.mu.Unlock()
+	s.Backends = []BackendStatus{}
+	if set != nil {
+		for _, h := range set.health {
+			b := BackendStatus{Service: h.service, Backend: h.adapter, Up: true}
+			if err := h.Down(); err != nil {
+				b.Up, b.Error = false, err.Error()
+			}
+			s.Backends = append(s.Backends, b)
+		}
+	}
 	if own != nil {
 		os := own.Status()
 		s.Lease.Revision = os.Revision
@@ -49,20 +70,36 @@ func (e *Engine) status() Status {
 // Status is the engine's status for GET /status.
 func (e *Engine) Status() any { return e.status() }
 
-// Ready reports whether Load has returned and the engine is serving, standing by, or a
-// client: a standby counts as ready so that a rolling update proceeds.
-func (e *Engine) Ready() bool {
+// Ready reports whether Load has returned and the engine is serving with every backend
+// answering, standing by, or a client: a standby counts as ready so that a rolling
+// update proceeds.
+func (e *Engine) Ready() bool { return e.Readiness() == nil }
+
+// errLoading is the readiness of an engine whose Load has not returned.
+var errLoading = errors.New("engine: loading")
+
+// Readiness is nil when the engine is ready (see Ready), else why not: the state it is
+// in, or the backends that are down (design §4.5).
+func (e *Engine) Readiness() error {
 	e.mu.Lock()
-	up := e.up
+	up, set := e.up, e.serving
 	e.mu.Unlock()
 	if !up {
-		return false
+		return errLoading
 	}
-	switch e.State() {
-	case StateServing, StateStandby, StateClient:
-		return true
+	switch st := e.State(); st {
+	case StateServing:
+		if set != nil {
+			if down := set.backendsDown(); len(down) > 0 {
+				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
+			}
+		}
+		return nil
+	case StateStandby, StateClient:
+		return nil
+	default:
+		return fmt.Errorf("engine: %s", st)
 	}
-	return false
 }
 
 // errWedged is the health error of a holder that believes it serves but has not

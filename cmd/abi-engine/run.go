@@ -248,4 +248,18 @@ type loadedReporter struct {
 	loaded atomic.Bool
 }
 
-func (r *loadedReporter) Ready() bool { return r.loaded.Load() && r.Reporter.Ready() }
+func (r *loadedReporter) Ready() bool { return r.Readiness() == nil }
+
+// Readiness says why the engine is not ready, when it can say.
+func (r *loadedReporter) Readiness() error {
+	if !r.loaded.Load() {
+		return errors.New("loading")
+	}
+	if rr, ok := r.Reporter.(supervisor.Readiness); ok {
+		return rr.Readiness()
+	}
+	if !r.Reporter.Ready() {
+		return errors.New("not ready")
+	}
+	return nil
+}
