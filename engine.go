@@ -201,20 +201,6 @@ func (e *Engine) Role() config.Role {
 	return e.role
 }
 
-// State is where the engine stands.
-func (e *Engine) State() State {
-	e.mu.Lock()
-	role, own := e.role, e.ownership
-	e.mu.Unlock()
-	if role == config.RoleClient {
-		return StateClient
-	}
-	if own == nil {
-		return StateIdle
-	}
-	return State(own.Status().State.String())
-}
-
 // KeyValue is the keyvalue service: the local backend on a serving (or standby)
 // engine, a NATS client of the serving engine on a client engine.
 func (e *Engine) KeyValue() keyvalue.Store {

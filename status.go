@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/lease"
 )
 
@@ -33,6 +34,32 @@ type BackendStatus struct {
 type LeaseStatus struct {
 	Revision uint64        `json:"revision"`
 	Holder   *lease.Holder `json:"holder"` // null when free or unknown to this engine
+}
+
+// State is where the engine stands, as /status, /readyz and the metrics say it: idle
+// until Load has returned; then the lease's state, except that a lease taken (at the
+// claim, a takeover, a renewal after fencing) shows as serving only once the root actor
+// has confirmed that every member serves, and as the state before it until then.
+func (e *Engine) State() State {
+	e.mu.Lock()
+	role, own, root, up := e.role, e.ownership, e.root, e.up
+	e.mu.Unlock()
+	switch {
+	case !up:
+		return StateIdle
+	case role == config.RoleClient:
+		return StateClient
+	case own == nil:
+		return StateIdle
+	}
+	s := own.Status().State
+	if s != lease.StateServing {
+		return State(s.String())
+	}
+	if root == nil {
+		return StateIdle
+	}
+	return State(root.State().String())
 }
 
 func (e *Engine) status() Status {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/config"
@@ -175,11 +174,10 @@ func whenClosed(ch <-chan struct{}, cancel context.CancelFunc) (stop func()) {
 func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine, log *zap.Logger) error {
 	stop := newStopRequests()
 	tree := supervisor.NewTree("abi-engine run", log, treeStopTimeout)
-	reporter := &loadedReporter{Reporter: eng}
 	if cfg.HTTP.Listen != "" {
-		// Up before Load: /healthz answers at once and /readyz says 503 until the engine
-		// has loaded and serves or stands by.
-		tree.Add(supervisor.NewHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log))
+		// Up before Load: /healthz answers at once, and the engine says idle and not
+		// ready until it has loaded and serves or stands by.
+		tree.Add(supervisor.NewHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry()), log))
 	}
 	tree.Add(c.signals(stop.onFirst, stop.onSecond))
 	treeCtx, cancelTree := context.WithCancel(context.WithoutCancel(ctx))
@@ -211,7 +209,6 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 		}
 		return runtimeError(fmt.Errorf("load the engine: %w", err))
 	}
-	reporter.loaded.Store(true)
 	log.Info("abi-engine loaded")
 
 	select {
@@ -236,30 +233,5 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 		return runtimeError(fmt.Errorf("handover: %w", err))
 	}
 	log.Info("handover complete: exiting", zap.Duration("took", time.Since(start)))
-	return nil
-}
-
-// loadedReporter is ready only once Load has returned: an engine that took the lease
-// reports serving while it still opens its backends and subscribes, and Kubernetes must
-// not stop the old pod (nor send this one traffic) before the new one really serves or
-// stands by.
-type loadedReporter struct {
-	supervisor.Reporter
-	loaded atomic.Bool
-}
-
-func (r *loadedReporter) Ready() bool { return r.Readiness() == nil }
-
-// Readiness says why the engine is not ready, when it can say.
-func (r *loadedReporter) Readiness() error {
-	if !r.loaded.Load() {
-		return errors.New("loading")
-	}
-	if rr, ok := r.Reporter.(supervisor.Readiness); ok {
-		return rr.Readiness()
-	}
-	if !r.Reporter.Ready() {
-		return errors.New("not ready")
-	}
 	return nil
 }
