@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/client"
@@ -23,6 +24,8 @@ type metrics struct {
 	handover       *prometheus.GaugeVec
 	jobRuns        *prometheus.CounterVec
 	backendErrors  *prometheus.CounterVec
+	panics         *prometheus.CounterVec
+	panicCount     atomic.Uint64 // the sum of panics, for /status
 	loadSeconds    prometheus.Gauge
 	clientCounters *client.Counters
 
@@ -63,12 +66,14 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 			Help: "Job runs by job and result (ok, failed)."}, []string{"job", "result"}),
 		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_backend_errors_total",
 			Help: "Calls that failed in a service's backend (UNAVAILABLE, INTERNAL), by service and backend."}, []string{"service", "backend"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_actor_panics_total",
+			Help: "Actor panics recovered (the actor was restarted in place), by actor kind."}, []string{"actor"}),
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
 		clientCounters: client.NewCounters(),
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.loadSeconds, m} {
+		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.panics, m.loadSeconds, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -9,6 +9,20 @@ import (
 	"github.com/abi-engine/engine/lease"
 )
 
+// State is where the engine stands: the lease states, or "client".
+type State string
+
+// The states of design §4.5.
+const (
+	StateIdle     State = "idle"
+	StateStandby  State = "standby"
+	StateServing  State = "serving"
+	StateFenced   State = "fenced"
+	StateLost     State = "lost"
+	StateReleased State = "released"
+	StateClient   State = "client"
+)
+
 // Status is the body of GET /status (design §4.5).
 type Status struct {
 	InstanceID string      `json:"instance_id"`
@@ -20,6 +34,8 @@ type Status struct {
 	// Backends are the serving (or standby) engine's backends, each with whether it
 	// answers; empty on a client.
 	Backends []BackendStatus `json:"backends"`
+	// ActorPanics counts the actor panics recovered since the engine started.
+	ActorPanics uint64 `json:"actor_panics"`
 }
 
 // BackendStatus is one backend in GET /status.
@@ -64,11 +80,12 @@ func (e *Engine) State() State {
 
 func (e *Engine) status() Status {
 	s := Status{
-		InstanceID: e.InstanceID(),
-		Role:       string(e.Role()),
-		State:      e.State(),
-		RolloutID:  e.cfg.NATS.Engine.RolloutID,
-		Version:    e.opts.version,
+		InstanceID:  e.InstanceID(),
+		Role:        string(e.Role()),
+		State:       e.State(),
+		RolloutID:   e.cfg.NATS.Engine.RolloutID,
+		Version:     e.opts.version,
+		ActorPanics: e.metrics.panicCount.Load(),
 	}
 	e.mu.Lock()
 	own, set := e.ownership, e.serving
