@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (design §4.5).
@@ -71,6 +73,13 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
 		clientCounters: client.NewCounters(),
+	}
+	// The collectors every Go service exposes (design §4.5). An embedder's registry
+	// (WithRegistry) may hold them already.
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return nil, err
+		}
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
 		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.panics, m.loadSeconds, m} {

@@ -1,12 +1,18 @@
 package engine_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	engine "github.com/abi-engine/engine"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/supervisor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -61,5 +67,48 @@ func TestActorPanicsAreLoggedCountedAndShown(t *testing.T) {
 	}
 	if e.State() != engine.StateServing {
 		t.Fatalf("state %s after the panics", e.State())
+	}
+}
+
+func scrape(t *testing.T, e *engine.Engine) string {
+	t.Helper()
+	s := httptest.NewServer(supervisor.Handler(e, e.Registry()))
+	defer s.Close()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// TestMetricsCarryTheGoAndProcessCollectors is issue 10 item 5: /metrics has the Go
+// runtime and process collectors next to the engine's own, also on an embedder's
+// registry that holds them already.
+func TestMetricsCarryTheGoAndProcessCollectors(t *testing.T) {
+	own, err := engine.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := prometheus.NewRegistry()
+	shared.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	embedded, err := engine.New(nil, engine.WithRegistry(shared))
+	if err != nil {
+		t.Fatalf("New on a registry with the Go collectors: %v", err)
+	}
+	for name, e := range map[string]*engine.Engine{"own registry": own, "embedder's registry": embedded} {
+		body := scrape(t, e)
+		for _, want := range []string{"go_goroutines ", "go_memstats_alloc_bytes ", "process_cpu_seconds_total ", "process_open_fds ", `abi_engine_state{state="idle"} 1`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: /metrics lacks %q", name, want)
+			}
+		}
+	}
+	if n := strings.Count(scrape(t, embedded), "\ngo_goroutines "); n != 1 {
+		t.Fatalf("go_goroutines scraped %d times from the embedder's registry, want once", n)
 	}
 }
