@@ -113,7 +113,9 @@ const recoverTimeout = 500 * time.Millisecond
 // re-read finds the lease free, and it creates it (or finds another holder and has
 // lost). Without this, a deleted bucket fences the holder for good.
 func (s *Store) recover(err error) error {
-	if err == nil || IsConflict(err) {
+	if err == nil || IsConflict(err) || errors.Is(err, context.Canceled) {
+		// Cancelled: the caller gave up (a worker stopping), which says nothing of the
+		// bucket.
 		return err
 	}
 	var recreated bool
