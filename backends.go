@@ -40,7 +40,7 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyva
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue (jetstream): %w", err)
 		}
-		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.NATS.Engine.LeaseReplicas})
+		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas()})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue: %w", err)
 		}
@@ -72,7 +72,7 @@ func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage (jetstream): %w", err)
 		}
-		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.NATS.Engine.LeaseReplicas})
+		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.ObjectStorageReplicas()})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage: %w", err)
 		}

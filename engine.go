@@ -26,20 +26,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// State is where the engine stands: the lease states, or "client".
-type State string
-
-// The states of design §4.5.
-const (
-	StateIdle     State = "idle"
-	StateStandby  State = "standby"
-	StateServing  State = "serving"
-	StateFenced   State = "fenced"
-	StateLost     State = "lost"
-	StateReleased State = "released"
-	StateClient   State = "client"
-)
-
 // Job is work an embedder registers; it runs only on the serving engine.
 type Job = actors.Job
 
@@ -121,6 +107,7 @@ type Engine struct {
 	objects    objectstorage.Store
 	transport  *client.Transport
 	watchers   sync.WaitGroup
+	stopPanics func() // ends the watch of the actors' panics
 }
 
 // New checks cfg and the options; it connects to nothing.
@@ -201,20 +188,6 @@ func (e *Engine) Role() config.Role {
 		return e.cfg.NATS.Engine.Role
 	}
 	return e.role
-}
-
-// State is where the engine stands.
-func (e *Engine) State() State {
-	e.mu.Lock()
-	role, own := e.role, e.ownership
-	e.mu.Unlock()
-	if role == config.RoleClient {
-		return StateClient
-	}
-	if own == nil {
-		return StateIdle
-	}
-	return State(own.Status().State.String())
 }
 
 // KeyValue is the keyvalue service: the local backend on a serving (or standby)
@@ -343,6 +316,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)
 	}
+	e.watchPanics(sys)
 	own, err := actors.SpawnOwnership(sys, actors.OwnershipConfig{
 		Store: store,
 		Lease: lease.Config{
@@ -524,9 +498,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 // had received), actors, backends, connections, the broker. It is idempotent.
 func (e *Engine) teardown(ctx context.Context) {
 	e.mu.Lock()
-	set, root, sys, own := e.serving, e.root, e.actorSys, e.ownership
+	set, root, sys, own, stopPanics := e.serving, e.root, e.actorSys, e.ownership, e.stopPanics
 	svc, lc, cancel, treeDone := e.svcConn, e.leaseConn, e.treeCancel, e.treeDone
-	e.serving, e.root, e.ownership, e.svcConn, e.leaseConn, e.treeCancel = nil, nil, nil, nil, nil, nil
+	e.serving, e.root, e.ownership, e.svcConn, e.leaseConn, e.treeCancel, e.stopPanics = nil, nil, nil, nil, nil, nil, nil
 	e.mu.Unlock()
 	bound, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer stop()
@@ -551,6 +525,9 @@ func (e *Engine) teardown(ctx context.Context) {
 		if err := own.Stop(bound); err != nil {
 			e.log.Warn("stopping the ownership", zap.Error(err))
 		}
+	}
+	if stopPanics != nil {
+		stopPanics()
 	}
 	if set != nil {
 		set.close()

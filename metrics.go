@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (design §4.5).
@@ -22,6 +25,9 @@ type metrics struct {
 	requestSeconds *prometheus.HistogramVec
 	handover       *prometheus.GaugeVec
 	jobRuns        *prometheus.CounterVec
+	backendErrors  *prometheus.CounterVec
+	panics         *prometheus.CounterVec
+	panicCount     atomic.Uint64 // the sum of panics, for /status
 	loadSeconds    prometheus.Gauge
 	clientCounters *client.Counters
 
@@ -35,6 +41,7 @@ var (
 	inFlightDesc = prometheus.NewDesc("abi_engine_in_flight_calls", "Calls received and not yet answered, by service.", []string{"service"}, nil)
 	sessionsDesc = prometheus.NewDesc("abi_engine_open_sessions", "Open transfer and overflow sessions.", nil, nil)
 	clientDesc   = prometheus.NewDesc("abi_engine_client_calls_total", "Calls made by this engine's NATS clients (client role), by outcome.", []string{"outcome"}, nil)
+	backendDesc  = prometheus.NewDesc("abi_engine_backend_up", "1 while a service's backend answers, 0 while its probe fails, by service and backend.", []string{"service", "backend"}, nil)
 )
 
 var allStates = []State{StateIdle, StateStandby, StateServing, StateFenced, StateLost, StateReleased, StateClient}
@@ -59,12 +66,23 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 			Help: "Duration of each phase of the last handover."}, []string{"phase"}),
 		jobRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_job_runs_total",
 			Help: "Job runs by job and result (ok, failed)."}, []string{"job", "result"}),
+		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_backend_errors_total",
+			Help: "Calls that failed in a service's backend (UNAVAILABLE, INTERNAL), by service and backend."}, []string{"service", "backend"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_actor_panics_total",
+			Help: "Actor panics recovered (the actor was restarted in place), by actor kind."}, []string{"actor"}),
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
 		clientCounters: client.NewCounters(),
 	}
+	// The collectors every Go service exposes (design §4.5). An embedder's registry
+	// (WithRegistry) may hold them already.
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return nil, err
+		}
+	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.loadSeconds, m} {
+		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.panics, m.loadSeconds, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -117,7 +135,7 @@ func (m *metrics) watchServing(set *servingSet) {
 
 // Describe implements prometheus.Collector for the values read at scrape time.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, inFlightDesc, sessionsDesc, clientDesc} {
+	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, inFlightDesc, sessionsDesc, clientDesc, backendDesc} {
 		ch <- d
 	}
 }
@@ -141,6 +159,13 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(p.InFlight()), p.Name())
 		}
 		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(set.openSessions()))
+		for _, h := range set.health {
+			up := 1.0
+			if h.Down() != nil {
+				up = 0
+			}
+			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, h.service, h.adapter)
+		}
 	}
 	st := m.clientCounters.Snapshot()
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Calls), "calls")

@@ -11,6 +11,7 @@ import (
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
+	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
@@ -31,7 +32,8 @@ type servingSet struct {
 	jobs      *actors.JobsHost
 	jobsPID   *actor.PID
 	transfers []*sessions.TransferHost
-	closers   []func() error // backends, in the order they were opened
+	health    []*backendHealth // one per backend
+	closers   []func() error   // backends, in the order they were opened
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -57,14 +59,16 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 	if err != nil {
 		return nil, err
 	}
+	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), keyValueProbe(kv), closeKV)
+	kv = healthyKeyValue{Store: kv, h: kvHealth}
 	set.kv = kv
-	set.closers = append(set.closers, closeKV)
 	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc)
 	if err != nil {
 		return nil, err
 	}
+	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), objectStorageProbe(objects), closeObjects)
+	objects = healthyObjectStorage{Store: objects, h: objHealth}
 	set.objects = objects
-	set.closers = append(set.closers, closeObjects)
 
 	own := e.ownership
 	// The transfer hosts check the lease before every operation, as the primaries do
@@ -118,6 +122,26 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 		set.named["jobs"] = set.jobsPID
 	}
 	return set, nil
+}
+
+// watchBackend puts an opened backend under a backendHealth: its failures are counted,
+// logged and probed, and the set closes the health before the backend.
+func (e *Engine) watchBackend(set *servingSet, service, adapter string, probe func(context.Context) (bool, error), closeBackend func() error) *backendHealth {
+	h := newBackendHealth(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc)
+	set.health = append(set.health, h)
+	set.closers = append(set.closers, closeBackend, h.close)
+	return h
+}
+
+// backendsDown lists the backends that are down, nil when every one answers.
+func (s *servingSet) backendsDown() []error {
+	var down []error
+	for _, h := range s.health {
+		if err := h.Down(); err != nil {
+			down = append(down, err)
+		}
+	}
+	return down
 }
 
 // waitSessions is the handover's second wait over every host (design §3).

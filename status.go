@@ -5,7 +5,22 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/lease"
+)
+
+// State is where the engine stands: the lease states, or "client".
+type State string
+
+// The states of design §4.5.
+const (
+	StateIdle     State = "idle"
+	StateStandby  State = "standby"
+	StateServing  State = "serving"
+	StateFenced   State = "fenced"
+	StateLost     State = "lost"
+	StateReleased State = "released"
+	StateClient   State = "client"
 )
 
 // Status is the body of GET /status (design §4.5).
@@ -16,6 +31,19 @@ type Status struct {
 	RolloutID  string      `json:"rollout_id"`
 	Version    string      `json:"version"`
 	Lease      LeaseStatus `json:"lease"`
+	// Backends are the serving (or standby) engine's backends, each with whether it
+	// answers; empty on a client.
+	Backends []BackendStatus `json:"backends"`
+	// ActorPanics counts the actor panics recovered since the engine started.
+	ActorPanics uint64 `json:"actor_panics"`
+}
+
+// BackendStatus is one backend in GET /status.
+type BackendStatus struct {
+	Service string `json:"service"`
+	Backend string `json:"backend"` // the adapter
+	Up      bool   `json:"up"`
+	Error   string `json:"error,omitempty"` // why it is down
 }
 
 // LeaseStatus is the lease as this engine knows it.
@@ -24,17 +52,54 @@ type LeaseStatus struct {
 	Holder   *lease.Holder `json:"holder"` // null when free or unknown to this engine
 }
 
+// State is where the engine stands, as /status, /readyz and the metrics say it: idle
+// until Load has returned; then the lease's state, except that a lease taken (at the
+// claim, a takeover, a renewal after fencing) shows as serving only once the root actor
+// has confirmed that every member serves, and as the state before it until then.
+func (e *Engine) State() State {
+	e.mu.Lock()
+	role, own, root, up := e.role, e.ownership, e.root, e.up
+	e.mu.Unlock()
+	switch {
+	case !up:
+		return StateIdle
+	case role == config.RoleClient:
+		return StateClient
+	case own == nil:
+		return StateIdle
+	}
+	s := own.Status().State
+	if s != lease.StateServing {
+		return State(s.String())
+	}
+	if root == nil {
+		return StateIdle
+	}
+	return State(root.State().String())
+}
+
 func (e *Engine) status() Status {
 	s := Status{
-		InstanceID: e.InstanceID(),
-		Role:       string(e.Role()),
-		State:      e.State(),
-		RolloutID:  e.cfg.NATS.Engine.RolloutID,
-		Version:    e.opts.version,
+		InstanceID:  e.InstanceID(),
+		Role:        string(e.Role()),
+		State:       e.State(),
+		RolloutID:   e.cfg.NATS.Engine.RolloutID,
+		Version:     e.opts.version,
+		ActorPanics: e.metrics.panicCount.Load(),
 	}
 	e.mu.Lock()
-	own := e.ownership
+	own, set := e.ownership, e.serving
 	e.mu.Unlock()
+	s.Backends = []BackendStatus{}
+	if set != nil {
+		for _, h := range set.health {
+			b := BackendStatus{Service: h.service, Backend: h.adapter, Up: true}
+			if err := h.Down(); err != nil {
+				b.Up, b.Error = false, err.Error()
+			}
+			s.Backends = append(s.Backends, b)
+		}
+	}
 	if own != nil {
 		os := own.Status()
 		s.Lease.Revision = os.Revision
@@ -49,28 +114,50 @@ func (e *Engine) status() Status {
 // Status is the engine's status for GET /status.
 func (e *Engine) Status() any { return e.status() }
 
-// Ready reports whether Load has returned and the engine is serving, standing by, or a
-// client: a standby counts as ready so that a rolling update proceeds.
-func (e *Engine) Ready() bool {
+// Ready reports whether Load has returned and the engine is serving with every backend
+// answering, standing by, or a client: a standby counts as ready so that a rolling
+// update proceeds.
+func (e *Engine) Ready() bool { return e.Readiness() == nil }
+
+// errLoading is the readiness of an engine whose Load has not returned.
+var errLoading = errors.New("engine: loading")
+
+// Readiness is nil when the engine is ready (see Ready), else why not: the state it is
+// in, or the backends that are down (design §4.5).
+func (e *Engine) Readiness() error {
 	e.mu.Lock()
-	up := e.up
+	up, set := e.up, e.serving
 	e.mu.Unlock()
 	if !up {
-		return false
+		return errLoading
 	}
-	switch e.State() {
-	case StateServing, StateStandby, StateClient:
-		return true
+	switch st := e.State(); st {
+	case StateServing:
+		if set != nil {
+			if down := set.backendsDown(); len(down) > 0 {
+				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
+			}
+		}
+		return nil
+	case StateStandby, StateClient:
+		return nil
+	default:
+		return fmt.Errorf("engine: %s", st)
 	}
-	return false
 }
 
 // errWedged is the health error of a holder that believes it serves but has not
 // renewed for more than a lease period.
 var errWedged = errors.New("engine: wedged")
 
+// errStuckFenced is the health error of a holder fenced for longer than a lease
+// period: it cannot renew (a deleted bucket it cannot recreate, JetStream gone from the
+// account) and a restart is the cure a liveness probe can bring.
+var errStuckFenced = errors.New("engine: fenced without recovering")
+
 // Healthy is nil while the process is healthy, and an error when the engine believes
-// it serves but has not renewed for more than a lease period (a wedged holder).
+// it serves but has not renewed for more than a lease period (a wedged holder), or has
+// been fenced for longer than a lease period without renewing again.
 func (e *Engine) Healthy() error {
 	e.mu.Lock()
 	own := e.ownership
@@ -79,12 +166,20 @@ func (e *Engine) Healthy() error {
 		return nil
 	}
 	s := own.Status()
-	if s.State != lease.StateServing {
-		return nil
-	}
-	if since := time.Since(s.LastRenewed); since > e.cfg.NATS.Engine.Lease() {
-		return fmt.Errorf("%w: serving but no lease renewal for %s (lease %s)", errWedged,
-			since.Round(time.Millisecond), e.cfg.NATS.Engine.Lease())
+	lp := e.cfg.NATS.Engine.Lease()
+	since := time.Since(s.LastRenewed)
+	switch s.State {
+	case lease.StateServing:
+		if since > lp {
+			return fmt.Errorf("%w: serving but no lease renewal for %s (lease %s)", errWedged,
+				since.Round(time.Millisecond), lp)
+		}
+	case lease.StateFenced:
+		// It fenced lease/2 after its last successful renewal.
+		if fenced := since - lp/2; fenced > lp {
+			return fmt.Errorf("%w: fenced for %s, no lease renewal for %s (lease %s)", errStuckFenced,
+				fenced.Round(time.Millisecond), since.Round(time.Millisecond), lp)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package actors
 import (
 	"fmt"
 	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/anthdm/hollywood/actor"
 )
@@ -63,5 +66,50 @@ func Recover() actor.MiddlewareFunc {
 			}
 			next(c)
 		}
+	}
+}
+
+// Kind is the kind an actor was spawned as, without its id and its parents: "root",
+// "ownership", "renewer", "primary", "transfer", "session", "jobs". It names an actor
+// in a metric label, where a full PID (with instance and session ids) would not do.
+func Kind(pid *actor.PID) string {
+	if pid == nil {
+		return ""
+	}
+	kind := pid.ID
+	if i := strings.LastIndexByte(kind, '/'); i >= 0 {
+		kind = kind[:i] // the id
+	}
+	if i := strings.LastIndexByte(kind, '/'); i >= 0 {
+		kind = kind[i+1:] // the parents
+	}
+	return kind
+}
+
+// WatchPanics calls on for every Panicked broadcast on e's event stream, once each, on
+// a watcher actor of its own; stop unsubscribes it and waits until it has stopped.
+// Panics broadcast before WatchPanics returns are not seen: call it before spawning
+// the actors it should watch.
+func WatchPanics(e *actor.Engine, on func(Panicked)) (stop func()) {
+	var self atomic.Pointer[actor.PID]
+	pid := e.SpawnFunc(func(c *actor.Context) {
+		p, ok := c.Message().(Panicked)
+		if !ok {
+			return
+		}
+		// A panic in on itself is not reported to on again: it would panic for ever.
+		if me := self.Load(); me != nil && p.PID != nil && p.PID.ID == me.ID {
+			return
+		}
+		on(p)
+	}, "panics", SpawnOpts("watcher")...)
+	self.Store(pid)
+	e.Subscribe(pid)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.Unsubscribe(pid)
+			<-e.Poison(pid).Done()
+		})
 	}
 }

@@ -69,6 +69,9 @@ type Root struct {
 	// serving confirmations of the current serving period
 	upWaiting map[string]bool
 	up        chan struct{} // closed once every member and the jobs host accept
+	// state is the role the members carry out: serving only once every member and the
+	// jobs host have confirmed the last Serve; until then the state before it.
+	state lease.State
 }
 
 type (
@@ -89,7 +92,7 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Root{cfg: cfg, log: log.Named("root"), ended: make(chan struct{}), up: make(chan struct{})}
+	r := &Root{cfg: cfg, log: log.Named("root"), ended: make(chan struct{}), up: make(chan struct{}), state: lease.StateIdle}
 	r.pid = e.Spawn(func() actor.Receiver { return &rootActor{r: r} }, "root", SpawnOpts("engine")...)
 	return r, nil
 }
@@ -148,6 +151,22 @@ func (r *Root) WaitServing(ctx context.Context) error {
 	}
 }
 
+// State is the role the engine's members carry out: StateServing only once every member
+// and the jobs host have confirmed the last Serve (the services answer), and until then
+// the state before it (idle, standby, fenced). Leaving serving shows first in the
+// ownership's status, which the root hears of after it.
+func (r *Root) State() lease.State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+func (r *Root) setState(s lease.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state = s
+}
+
 // Stop waits for the second session wait, if one runs.
 func (r *Root) Stop() {
 	r.mu.Lock()
@@ -172,9 +191,13 @@ func (a *rootActor) Receive(c *actor.Context) {
 			a.expectUp()
 			a.fanOut(c, Serve{}, true)
 		}
+	case StandingBy:
+		r.setState(lease.StateStandby)
 	case Fenced:
+		a.notUp(lease.StateFenced)
 		a.fanOut(c, Stop{}, true)
 	case Lost:
+		a.notUp(lease.StateLost)
 		a.fanOut(c, Stop{}, true)
 		if !r.handingOver() {
 			a.end(&lease.LostError{Holder: m.Holder})
@@ -203,6 +226,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case Drained, Down:
 		a.answered(c, m)
 	case Released:
+		a.notUp(lease.StateReleased)
 		if r.Phase() == PhaseRelease {
 			a.drain(c)
 		}
@@ -263,6 +287,22 @@ func (a *rootActor) expectUp() {
 	}
 	if len(r.upWaiting) == 0 {
 		close(r.up)
+		r.state = lease.StateServing
+	}
+}
+
+// notUp ends a serving period: the members were told to stop, so the engine no longer
+// serves, and confirmations of the period's Serve no longer count.
+func (a *rootActor) notUp(s lease.State) {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state = s
+	r.upWaiting = nil
+	select {
+	case <-r.up:
+		r.up = make(chan struct{})
+	default:
 	}
 }
 
@@ -279,6 +319,7 @@ func (a *rootActor) accepted(from *actor.PID) {
 	delete(r.upWaiting, from.String())
 	if len(r.upWaiting) == 0 {
 		close(r.up)
+		r.state = lease.StateServing
 	}
 }
 

@@ -252,3 +252,61 @@ func TestStandbyBeatenToTheReleasedLeaseEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestStateIsServingOnlyOnceEveryMemberServes is issue 10 item 2 at the root: a lease
+// taken shows as serving only once every member has confirmed Serve, and until then as
+// the state before it; a fence shows at once.
+func TestStateIsServingOnlyOnceEveryMemberServes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := lease.NewMemStore()
+		flaky := leasetest.NewFlaky(mem)
+		n := startNode(t, flaky, leasetest.Holder("a", ""))
+		const subscribe = 100 * time.Millisecond // how long the slow member takes to serve
+		slow := n.e.SpawnFunc(func(c *actor.Context) {
+			from, self, eng := c.Sender(), c.PID(), c.Engine()
+			switch c.Message().(type) {
+			case Serve:
+				time.AfterFunc(subscribe, func() { eng.Send(from, Accepting{From: self, On: true}) })
+			case Stop:
+				c.Send(from, Down{From: self})
+			}
+		}, "slow")
+		fast := member(n.e, "fast", &journal{}, mem, 0)
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{slow, fast}, Drain: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.waitState(lease.StateServing, time.Second)
+		synctest.Wait()
+		if s := root.State(); s != lease.StateIdle {
+			t.Fatalf("root state %s while a member has not confirmed Serve, want idle", s)
+		}
+		start := time.Now()
+		if err := root.WaitServing(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s, took := root.State(), time.Since(start); s != lease.StateServing || took != subscribe {
+			t.Fatalf("root state %s after %s, want serving once the slow member confirmed (%s)", s, took, subscribe)
+		}
+		flaky.Fail(true)
+		n.waitState(lease.StateFenced, time.Second)
+		synctest.Wait()
+		if s := root.State(); s != lease.StateFenced {
+			t.Fatalf("root state %s after the fence, want fenced", s)
+		}
+		flaky.Fail(false)
+		n.waitState(lease.StateServing, time.Second)
+		synctest.Wait()
+		if s := root.State(); s != lease.StateFenced {
+			t.Fatalf("root state %s while the members serve again but have not confirmed, want fenced", s)
+		}
+		time.Sleep(subscribe)
+		synctest.Wait()
+		if s := root.State(); s != lease.StateServing {
+			t.Fatalf("root state %s once every member confirmed again, want serving", s)
+		}
+		<-n.e.Poison(slow).Done()
+		<-n.e.Poison(fast).Done()
+		<-n.e.Poison(root.PID()).Done()
+	})
+}

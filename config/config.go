@@ -135,6 +135,9 @@ type KeyValue struct {
 	Path string `yaml:"path"`
 	// Bucket is the JetStream KV bucket.
 	Bucket string `yaml:"bucket"`
+	// Replicas are the JetStream KV bucket's replicas; 0 takes the lease's
+	// (nats.engine.lease_replicas). Use KeyValueReplicas.
+	Replicas int `yaml:"replicas"`
 	// DSN is the PostgreSQL connection string (postgres:// URL or key=value form).
 	DSN string `yaml:"dsn"`
 	// Table is the PostgreSQL table, optionally schema-qualified.
@@ -148,6 +151,9 @@ type ObjectStorage struct {
 	Root string `yaml:"root"`
 	// Bucket is the JetStream object store bucket.
 	Bucket string `yaml:"bucket"`
+	// Replicas are the object store bucket's replicas; 0 takes the lease's. Use
+	// ObjectStorageReplicas.
+	Replicas int `yaml:"replicas"`
 }
 
 // HTTP is the http block.
@@ -253,6 +259,25 @@ func (e Engine) StandbyTimeout() time.Duration { return seconds(e.StandbyTimeout
 
 // Drain is how long a releasing engine keeps answering calls and sessions it received.
 func (e Engine) Drain() time.Duration { return seconds(e.DrainSeconds) }
+
+// KeyValueReplicas are the replicas the jetstream keyvalue adapter creates its bucket
+// with: services.keyvalue.replicas, or the lease's when it is not set.
+func (c *Config) KeyValueReplicas() int {
+	return orLease(c.Services.KeyValue.Replicas, c.NATS.Engine.LeaseReplicas)
+}
+
+// ObjectStorageReplicas are the replicas the jetstream object_storage adapter creates
+// its bucket with: services.object_storage.replicas, or the lease's when it is not set.
+func (c *Config) ObjectStorageReplicas() int {
+	return orLease(c.Services.ObjectStorage.Replicas, c.NATS.Engine.LeaseReplicas)
+}
+
+func orLease(replicas, lease int) int {
+	if replicas == 0 {
+		return lease
+	}
+	return replicas
+}
 
 // LeaseRolloutID is the rollout id the engine claims the lease with: the configured one
 // in role serve, and empty in role auto (an auto engine never stands by, reference §4.1)

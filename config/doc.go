@@ -78,7 +78,8 @@
 // calls and sessions it has received; a finite number, 0 or more (0 closes them at once).
 //
 // nats.engine.lease_replicas (default 1): replicas of the lease bucket ABI_ENGINE, a whole
-// number from 1 to 5; use 3 on a cluster.
+// number from 1 to 5; use 3 on a cluster. An existing lease bucket with other replicas
+// is refused. It is also the default replicas of the jetstream services' buckets.
 //
 // services.keyvalue.adapter (default jetstream): memory, bbolt, jetstream or postgres.
 // Options, each read by one adapter only (setting one in the file for another adapter
@@ -86,6 +87,9 @@
 //   - path (bbolt; default "data/kv.db"): the database file; must not be empty.
 //   - bucket (jetstream; default "ABI_KV"): the KV bucket; letters, digits, '_' and '-',
 //     and not ABI_ENGINE, the lease's bucket.
+//   - replicas (jetstream; default nats.engine.lease_replicas): the replicas the engine
+//     creates the bucket with, a whole number from 1 to 5. A bucket that exists keeps
+//     its own.
 //   - dsn (postgres; required): the connection string, a postgres:// URL or key=value
 //     form as pgx accepts it. The password may be left out and given by PGPASSWORD or a
 //     .pgpass file, which pgx reads.
@@ -98,6 +102,7 @@
 //     not be empty.
 //   - bucket (jetstream; default "ABI_OBJECTS"): the object store bucket; letters,
 //     digits, '_' and '-'.
+//   - replicas (jetstream; default nats.engine.lease_replicas): as for keyvalue.
 //
 // http.listen (default "127.0.0.1:8080"): host:port of the health, readiness, status and
 // metrics server, port 0 to 65535 (0: any free port); "" turns it off.

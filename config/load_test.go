@@ -19,7 +19,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"nats:\n  engine:\n    lease: 20\n", "nats.engine.lease", 3, "nats.engine takes role, rollout_id, lease_seconds, standby_timeout_seconds, drain_seconds, lease_replicas"},
 		{"nats:\n  urls: nats://a\n", "nats.urls", 2, "nats takes url, embedded, credentials, client_timeout_seconds, max_concurrent_requests, engine"},
 		{"services:\n  kv: {adapter: memory}\n", "services.kv", 2, "services takes keyvalue, object_storage"},
-		{"services:\n  keyvalue: {adapter: memory, ttl: 3}\n", "services.keyvalue.ttl", 2, "takes adapter, path, bucket, dsn, table"},
+		{"services:\n  keyvalue: {adapter: memory, ttl: 3}\n", "services.keyvalue.ttl", 2, "takes adapter, path, bucket, replicas, dsn, table"},
 		{"# comment\nlogging: {level: debug}\n", "logging", 2, "the top level takes nats, services, http, log"},
 		// A key the yaml package might know under another spelling is still unknown.
 		{"HTTP: {listen: \":1\"}\n", "HTTP", 1, "the top level takes"},

@@ -109,11 +109,13 @@ const (
 	keyKVAdapter       = "services.keyvalue.adapter"
 	keyKVPath          = "services.keyvalue.path"
 	keyKVBucket        = "services.keyvalue.bucket"
+	keyKVReplicas      = "services.keyvalue.replicas"
 	keyKVDSN           = "services.keyvalue.dsn"
 	keyKVTable         = "services.keyvalue.table"
 	keyObjAdapter      = "services.object_storage.adapter"
 	keyObjRoot         = "services.object_storage.root"
 	keyObjBucket       = "services.object_storage.bucket"
+	keyObjReplicas     = "services.object_storage.replicas"
 	keyHTTPListen      = "http.listen"
 	keyLogLevel        = "log.level"
 	keyLogFormat       = "log.format"
@@ -123,6 +125,7 @@ const (
 	rulePositiveSecs   = "must be a finite number of seconds greater than 0"
 	ruleDrainSeconds   = "must be a finite number of seconds, 0 or more (0 closes sessions at once)"
 	ruleLeaseReplicas  = "must be a whole number from 1 to 5"
+	ruleReplicas       = "must be a whole number from 1 to 5 (leave it out to take nats.engine.lease_replicas)"
 	ruleMaxConcurrent  = "must be a whole number from 1 to 4096"
 	ruleKVAdapter      = "must be memory, bbolt, jetstream or postgres"
 	ruleObjAdapter     = "must be memory, fs or jetstream"
@@ -252,10 +255,19 @@ func (c *Config) check(issues []Issue) []Issue {
 }
 
 // option is one adapter option: its key, value, the adapter that reads it, and the rule
-// its value must meet when that adapter is chosen ("" when it is valid).
+// its value must meet when that adapter is chosen ("" when it is valid). A number's
+// value is shown as it is, a string's quoted.
 type option struct {
 	key, value, adapter string
 	rule                func(string) string
+	number              bool
+}
+
+func (o option) shown() string {
+	if o.number {
+		return o.value
+	}
+	return strconv.Quote(o.value)
 }
 
 // checkOptions applies the rule of each option of the chosen adapter, and refuses an
@@ -264,13 +276,13 @@ func (c *Config) checkOptions(issues []Issue, adapterKey, adapter string, opts [
 	for _, o := range opts {
 		if o.adapter != adapter {
 			if c.fromFile(o.key) {
-				issues = append(issues, c.issue(o.key, strconv.Quote(o.value),
+				issues = append(issues, c.issue(o.key, o.shown(),
 					fmt.Sprintf("only the %s adapter reads it, and %s is %q: remove it or change the adapter", o.adapter, adapterKey, adapter)))
 			}
 			continue
 		}
 		if rule := o.rule(o.value); rule != "" {
-			issues = append(issues, c.issue(o.key, strconv.Quote(o.value), rule))
+			issues = append(issues, c.issue(o.key, o.shown(), rule))
 		}
 	}
 	return issues
@@ -285,7 +297,7 @@ func (c *Config) checkKeyValue(issues []Issue) []Issue {
 		return issues
 	}
 	return c.checkOptions(issues, keyKVAdapter, string(kv.Adapter), []option{
-		{keyKVPath, kv.Path, string(KeyValueBolt), notEmpty("the bbolt database file")},
+		{keyKVPath, kv.Path, string(KeyValueBolt), notEmpty("the bbolt database file"), false},
 		{keyKVBucket, kv.Bucket, string(KeyValueJetStream), func(v string) string {
 			if !bucketPattern.MatchString(v) {
 				return ruleBucket
@@ -294,14 +306,15 @@ func (c *Config) checkKeyValue(issues []Issue) []Issue {
 				return "must not be " + leaseBucket + ", the bucket of the engine lease"
 			}
 			return ""
-		}},
+		}, false},
+		{keyKVReplicas, strconv.Itoa(kv.Replicas), string(KeyValueJetStream), c.replicasRule(keyKVReplicas), true},
 		{keyKVDSN, kv.DSN, string(KeyValuePostgres), func(v string) string {
 			if strings.TrimSpace(v) == "" {
 				return "is required by the postgres adapter: the PostgreSQL connection string, postgres://user@host:5432/db or key=value form"
 			}
 			return ""
-		}},
-		{keyKVTable, kv.Table, string(KeyValuePostgres), match(tablePattern, ruleTable)},
+		}, false},
+		{keyKVTable, kv.Table, string(KeyValuePostgres), match(tablePattern, ruleTable), false},
 	})
 }
 
@@ -314,9 +327,27 @@ func (c *Config) checkObjectStorage(issues []Issue) []Issue {
 		return issues
 	}
 	return c.checkOptions(issues, keyObjAdapter, string(obj.Adapter), []option{
-		{keyObjRoot, obj.Root, string(ObjectStorageFS), notEmpty("the directory objects are stored under")},
-		{keyObjBucket, obj.Bucket, string(ObjectStorageJetStream), match(bucketPattern, ruleBucket)},
+		{keyObjRoot, obj.Root, string(ObjectStorageFS), notEmpty("the directory objects are stored under"), false},
+		{keyObjBucket, obj.Bucket, string(ObjectStorageJetStream), match(bucketPattern, ruleBucket), false},
+		{keyObjReplicas, strconv.Itoa(obj.Replicas), string(ObjectStorageJetStream), c.replicasRule(keyObjReplicas), true},
 	})
+}
+
+// replicasRule checks a service's replicas: unset (0 by default) takes the lease's;
+// set, it must be 1 to 5, JetStream's limit.
+func (c *Config) replicasRule(key string) func(string) string {
+	return func(v string) string {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return ruleReplicas
+		case n == 0 && !c.fromFile(key):
+			return ""
+		case n < 1 || n > 5:
+			return ruleReplicas
+		}
+		return ""
+	}
 }
 
 func notEmpty(what string) func(string) string {

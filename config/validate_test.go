@@ -165,6 +165,14 @@ func TestAdapterOptions(t *testing.T) {
 		{"bucket with postgres", `keyvalue: {adapter: postgres, dsn: x, bucket: KV}`, "services.keyvalue.bucket", "only the jetstream adapter", 0},
 		{"root with jetstream", "object_storage: {adapter: jetstream, root: /srv}", "services.object_storage.root", "only the fs adapter", 0},
 		{"bucket with fs", "object_storage: {adapter: fs, bucket: OBJ}", "services.object_storage.bucket", "only the jetstream adapter", 0},
+		// Replicas of a service's own bucket (issue 10 item 11).
+		{"jetstream keyvalue replicas", "keyvalue: {adapter: jetstream, replicas: 3}", "", "", 0},
+		{"jetstream objects replicas", "object_storage: {adapter: jetstream, replicas: 5}", "", "", 0},
+		{"keyvalue replicas 0", "keyvalue: {adapter: jetstream, replicas: 0}", "services.keyvalue.replicas", "from 1 to 5 (leave it out to take nats.engine.lease_replicas)", 0},
+		{"keyvalue replicas 6", "keyvalue: {adapter: jetstream, replicas: 6}", "services.keyvalue.replicas", "from 1 to 5", 0},
+		{"objects replicas -1", "object_storage: {adapter: jetstream, replicas: -1}", "services.object_storage.replicas", "from 1 to 5", 0},
+		{"replicas with postgres", `keyvalue: {adapter: postgres, dsn: x, replicas: 3}`, "services.keyvalue.replicas", `only the jetstream adapter reads it, and services.keyvalue.adapter is "postgres"`, 0},
+		{"replicas with fs", "object_storage: {adapter: fs, replicas: 3}", "services.object_storage.replicas", "only the jetstream adapter", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,6 +196,25 @@ func TestAdapterOptions(t *testing.T) {
 				t.Fatalf("issue %+v, want key %s at line %d with %q", is, tc.key, line, tc.rule)
 			}
 		})
+	}
+}
+
+// TestServiceReplicasDefaultToTheLeases is issue 10 item 11: each jetstream-backed
+// service has replicas of its own, the lease's when not set.
+func TestServiceReplicasDefaultToTheLeases(t *testing.T) {
+	c, err := Parse([]byte("nats: {engine: {lease_replicas: 3}}\nservices:\n  object_storage: {replicas: 1}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv, obj := c.KeyValueReplicas(), c.ObjectStorageReplicas(); kv != 3 || obj != 1 {
+		t.Fatalf("replicas keyvalue %d object_storage %d, want 3 (the lease's) and 1", kv, obj)
+	}
+	is := oneIssue(t, "", (func() error {
+		_, err := Parse([]byte("services:\n  keyvalue: {adapter: memory, replicas: 3}\n"), nil)
+		return err
+	})())
+	if is.Value != "3" {
+		t.Fatalf("the value is shown as %s, want 3", is.Value)
 	}
 }
 

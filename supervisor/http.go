@@ -26,6 +26,24 @@ type Reporter interface {
 	Status() any
 }
 
+// Readiness is a Reporter that can say why it is not ready; /readyz then prints it
+// (which backend is down, which state the engine is in).
+type Readiness interface {
+	// Readiness is nil when ready, else why not.
+	Readiness() error
+}
+
+// notReady is nil when r is ready, else why not.
+func notReady(r Reporter) error {
+	if rr, ok := r.(Readiness); ok {
+		return rr.Readiness()
+	}
+	if !r.Ready() {
+		return errors.New("not ready")
+	}
+	return nil
+}
+
 // Handler serves /healthz, /readyz, /status and /metrics.
 func Handler(r Reporter, g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -37,8 +55,8 @@ func Handler(r Reporter, g prometheus.Gatherer) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !r.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if err := notReady(r); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/config"
@@ -177,12 +176,11 @@ func whenClosed(ch <-chan struct{}, cancel context.CancelFunc) (stop func()) {
 func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine, log *zap.Logger) error {
 	stop := newStopRequests()
 	tree := supervisor.NewTree("abi-engine run", log, treeStopTimeout)
-	reporter := &loadedReporter{Reporter: eng}
 	if cfg.HTTP.Listen != "" {
-		// Up before Load: /healthz answers at once and /readyz says 503 until the engine
-		// has loaded and serves or stands by. Bound here, so an address that cannot be
+		// Up before Load: /healthz answers at once, and the engine says idle and not
+		// ready until it has loaded and serves or stands by. Bound here, so an address that cannot be
 		// served stops the start before it touches the broker.
-		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(reporter, eng.Registry()), log)
+		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry()), log)
 		if err != nil {
 			return runtimeError(fmt.Errorf("cannot serve /healthz, /readyz, /status and /metrics on %s (http.listen): %w", cfg.HTTP.Listen, err))
 		}
@@ -218,7 +216,6 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 		}
 		return runtimeError(fmt.Errorf("load the engine: %w", err))
 	}
-	reporter.loaded.Store(true)
 	log.Info("abi-engine loaded")
 
 	select {
@@ -256,14 +253,3 @@ func endedError(err error) error {
 	}
 	return runtimeError(err)
 }
-
-// loadedReporter is ready only once Load has returned: an engine that took the lease
-// reports serving while it still opens its backends and subscribes, and Kubernetes must
-// not stop the old pod (nor send this one traffic) before the new one really serves or
-// stands by.
-type loadedReporter struct {
-	supervisor.Reporter
-	loaded atomic.Bool
-}
-
-func (r *loadedReporter) Ready() bool { return r.loaded.Load() && r.Reporter.Ready() }

@@ -33,12 +33,9 @@ type fakeEngine struct {
 	reg            *prometheus.Registry
 
 	mu    sync.Mutex
-	ready bool
+	ready bool // as an engine: once Load has returned
 	err   error
 	end   sync.Once
-	// readyEarly makes Ready true from the start, as a real engine that took the lease
-	// reports serving before its Load returns.
-	readyEarly bool
 }
 
 func newFakeEngine() *fakeEngine {
@@ -91,7 +88,7 @@ func (f *fakeEngine) Healthy() error { return nil }
 func (f *fakeEngine) Ready() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ready || f.readyEarly
+	return f.ready
 }
 func (f *fakeEngine) Status() any                    { return map[string]string{"state": "fake"} }
 func (f *fakeEngine) Registry() *prometheus.Registry { return f.reg }
@@ -326,7 +323,6 @@ func httpGet(url string) (int, string) {
 
 func TestRunServesHTTPFromTheStart(t *testing.T) {
 	eng := newFakeEngine()
-	eng.readyEarly = true
 	release := make(chan struct{})
 	eng.load = func(context.Context) error {
 		<-release
@@ -335,7 +331,7 @@ func TestRunServesHTTPFromTheStart(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	h := startRun(t, eng, nil, "--config", remoteConfig(t, ""), "--http", addr)
 	base := "http://" + addr
-	// While the engine loads, it is alive but not ready, even when it says it serves.
+	// While the engine loads, it is alive but not ready.
 	eventually(t, 10*time.Second, "/healthz answers 200 while loading", func() bool {
 		code, _ := httpGet(base + "/healthz")
 		return code == http.StatusOK

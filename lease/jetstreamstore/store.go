@@ -2,6 +2,10 @@
 // §4.1): bucket ABI_ENGINE, key owner, history 1, file storage, no TTL, replicas from
 // configuration. It implements lease.Store.
 //
+// The bucket is opened by package jsbucket: an existing bucket with other settings is
+// refused, and a bucket deleted under a running engine is recreated after the next
+// failed call, so the holder can take the lease again.
+//
 // Writes are classified by package jserr: a conflict (10071, ErrKeyExists,
 // ErrKeyRevisionMismatch) is lease.ErrConflict, and a write a replicated bucket left
 // undecided (10164, another proposal in flight) is sent again. Watches are recreated when the connection reconnects,
@@ -14,10 +18,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 )
 
 // Defaults of design §4.1.
@@ -37,14 +43,42 @@ type Config struct {
 
 // Store is the lease in JetStream KV.
 type Store struct {
-	nc *nats.Conn
-	kv jetstream.KeyValue
+	nc     *nats.Conn
+	kv     jetstream.KeyValue
+	bucket *jsbucket.Bucket
+	checks rate.Sometimes // the bucket check after a failed call, at most once a second
 }
 
 var _ lease.Store = (*Store)(nil)
 
-// Open binds the lease bucket, creating it when it is missing. Two engines creating it
-// at once is harmless: both ask for the same configuration.
+// spec is the lease bucket of design §4.1 and the settings an existing one must have:
+// each of them, wrong, lets the key vanish by itself (by age, by a TTL, in a server
+// restart, with a node) or keeps revisions a holder never wrote, and a second engine
+// would then take a lease the first still holds.
+func spec(cfg Config) jsbucket.Spec {
+	return jsbucket.Spec{
+		What: "lease bucket",
+		KeyValue: &jetstream.KeyValueConfig{
+			Bucket:      cfg.Bucket,
+			Description: "abi-engine ownership lease",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+		},
+		Require: []jsbucket.Setting{
+			jsbucket.History(1),
+			jsbucket.FileStorage(),
+			jsbucket.NoMaxAge(),
+			jsbucket.NoPerKeyTTL(),
+			jsbucket.Replicas(cfg.Replicas),
+		},
+	}
+}
+
+// Open binds the lease bucket, creating it when it is missing, and refuses a bucket
+// whose settings could lose the lease by themselves (a *jsbucket.ShapeError naming each
+// wrong setting). Two engines creating it at once is harmless: both ask for the same
+// configuration.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		cfg.Bucket = DefaultBucket
@@ -56,27 +90,51 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      cfg.Bucket,
-			Description: "abi-engine ownership lease",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
+	b, err := jsbucket.Open(ctx, js, spec(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("jetstreamstore: %w", err)
 	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
-	s := &Store{nc: nc, kv: kv}
+	s := &Store{nc: nc, kv: kv, bucket: b, checks: rate.Sometimes{Interval: time.Second}}
 	if err := s.ready(ctx); err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
 	return s, nil
+}
+
+// recoverTimeout bounds the bucket check after a failed call. A broker with JetStream
+// answers it in milliseconds; a longer wait would only delay the failure's report, and
+// with it the next renewal.
+const recoverTimeout = 500 * time.Millisecond
+
+// recover checks the bucket after a call failed for another reason than a conflict,
+// and recreates it, empty and with the configured settings, when it was deleted. A
+// holder then takes the lease again by the normal rules: its renewal conflicts, the
+// re-read finds the lease free, and it creates it (or finds another holder and has
+// lost). Without this, a deleted bucket fences the holder for good.
+func (s *Store) recover(err error) error {
+	if err == nil || IsConflict(err) || errors.Is(err, context.Canceled) {
+		// Cancelled: the caller gave up (a worker stopping), which says nothing of the
+		// bucket.
+		return err
+	}
+	var recreated bool
+	var cerr error
+	s.checks.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+		defer cancel()
+		recreated, cerr = s.bucket.Ensure(ctx)
+	})
+	switch {
+	case recreated:
+		return fmt.Errorf("%w (bucket %s was gone: recreated it)", err, s.bucket.Name())
+	case cerr != nil && !errors.Is(cerr, jsbucket.ErrNotConnected):
+		return fmt.Errorf("%w (and %w)", err, cerr)
+	}
+	return err
 }
 
 // ready waits until the bucket answers reads: on a replicated bucket just created, the
@@ -133,7 +191,7 @@ func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 		return lease.Record{}, nil
 	}
 	if err != nil {
-		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", err)
+		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", s.recover(err))
 	}
 	r := record(e)
 	r.Freed = 0
@@ -160,7 +218,7 @@ func (s *Store) Create(ctx context.Context, h lease.Holder) (uint64, error) {
 		rev, err = s.kv.Create(ctx, Key, h.Encode())
 		return err
 	})
-	return rev, classify(err, lease.ErrTaken)
+	return rev, classify(s.recover(err), lease.ErrTaken)
 }
 
 // Update implements lease.Store.
@@ -174,7 +232,7 @@ func (s *Store) Update(ctx context.Context, h lease.Holder, rev uint64) (uint64,
 		next, err = s.kv.Update(ctx, Key, h.Encode(), rev)
 		return err
 	})
-	return next, classify(err, lease.ErrConflict)
+	return next, classify(s.recover(err), lease.ErrConflict)
 }
 
 // Delete implements lease.Store.
@@ -184,7 +242,7 @@ func (s *Store) Delete(ctx context.Context, rev uint64) error {
 		return fmt.Errorf("%w: delete at revision 0", lease.ErrConflict)
 	}
 	err := jserr.Resend(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
-	return classify(err, lease.ErrConflict)
+	return classify(s.recover(err), lease.ErrConflict)
 }
 
 // Publish implements lease.Store.

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
@@ -277,5 +279,109 @@ func TestPurgeCarriesItsRevisionAndPeriodHasItsOwnKey(t *testing.T) {
 	}
 	if r, err := s.Read(ctx); err != nil || !r.Free() || r.Freed != 0 {
 		t.Fatalf("Read after the purge = %+v, %v; want free", r, err)
+	}
+}
+
+// TestOpenRefusesABucketThatCanLoseTheLease is issue 9 item 2: a lease bucket created
+// beforehand with settings under which the key can vanish by itself is refused, naming
+// the bucket and the setting, instead of being used as it is.
+func TestOpenRefusesABucketThatCanLoseTheLease(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		bucket   jetstream.KeyValueConfig
+		replicas int
+		want     string
+	}{
+		{"a ttl", jetstream.KeyValueConfig{TTL: 30 * time.Second}, 1, "ttl (max age) is 30s (want none)"},
+		{"history 5", jetstream.KeyValueConfig{History: 5}, 1, "history is 5 (want 1)"},
+		{"memory storage", jetstream.KeyValueConfig{Storage: jetstream.MemoryStorage}, 1, "storage is memory (want file)"},
+		{"per-key ttls", jetstream.KeyValueConfig{LimitMarkerTTL: time.Second}, 1, "per-key ttl is on (want off)"},
+		{"fewer replicas than configured", jetstream.KeyValueConfig{}, 3, "replicas is 1 (want 3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			tc.bucket.Bucket = fmt.Sprintf("ABI_ENGINE_T%d", bucketSeq.Add(1))
+			if _, err := js.CreateKeyValue(ctx, tc.bucket); err != nil {
+				t.Fatal(err)
+			}
+			_, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Bucket: tc.bucket.Bucket, Replicas: tc.replicas})
+			var shape *jsbucket.ShapeError
+			if !errors.As(err, &shape) || len(shape.Wrong) != 1 {
+				t.Fatalf("Open = %v, want one wrong setting", err)
+			}
+			for _, s := range []string{"lease bucket " + tc.bucket.Bucket, tc.want} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error lacks %q: %v", s, err)
+				}
+			}
+		})
+	}
+}
+
+// TestADeletedBucketIsRecreated is issue 9 item 10 at the store: after the bucket was
+// deleted under a holder, the next failed call recreates it with the configured
+// settings, and the holder takes the lease again by the normal rules (its renewal
+// conflicts, the lease reads free, it creates it).
+func TestADeletedBucketIsRecreated(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := open(t, nc, 1)
+	me := leasetest.Holder("me", "")
+	rev, err := s.Create(ctx, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bucket string
+	for n := range js.KeyValueStoreNames(ctx).Name() {
+		bucket = n
+	}
+	if err := js.DeleteKeyValue(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	// The first failure finds the bucket gone; one at least a second later recreates it.
+	for {
+		_, err = s.Update(ctx, me, rev)
+		if err == nil || errors.Is(err, lease.ErrConflict) {
+			t.Fatalf("renewal on a deleted bucket = %v, want a failure", err)
+		}
+		if strings.Contains(err.Error(), "recreated it") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the bucket was never recreated; last: %v", err)
+		}
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatalf("the bucket was not recreated: %v", err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := st.(*jetstream.KeyValueBucketStatus).StreamInfo(); st.History() != 1 || info.Config.Storage != jetstream.FileStorage || st.TTL() != 0 {
+		t.Fatalf("recreated with history %d storage %v ttl %v", st.History(), info.Config.Storage, st.TTL())
+	}
+	if _, err := s.Update(ctx, me, rev); !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("renewal on the recreated bucket = %v, want a conflict", err)
+	}
+	if r, err := s.Read(ctx); err != nil || !r.Free() {
+		t.Fatalf("Read = %v %v, want a free lease", r, err)
+	}
+	if _, err := s.Create(ctx, me); err != nil {
+		t.Fatalf("taking the lease again: %v", err)
 	}
 }

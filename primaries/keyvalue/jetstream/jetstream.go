@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -54,6 +55,7 @@ type Store struct {
 	kv     js.KeyValue
 	bucket string
 	prefix string // subject prefix of the bucket's keys
+	opened *jsbucket.Bucket
 }
 
 var _ keyvalue.Store = (*Store)(nil)
@@ -65,31 +67,35 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		cfg.Bucket = DefaultBucket
 	}
-	_, err := j.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, js.ErrBucketNotFound) {
-		_, err = j.CreateKeyValue(ctx, js.KeyValueConfig{
+	b, err := jsbucket.Open(ctx, j, jsbucket.Spec{
+		What: "keyvalue bucket",
+		KeyValue: &js.KeyValueConfig{
 			Bucket:         cfg.Bucket,
 			Description:    "abi-engine keyvalue service",
 			History:        1,
 			Replicas:       cfg.Replicas,
 			Storage:        cfg.Storage,
 			LimitMarkerTTL: markerTTL,
-		})
-		if errors.Is(err, js.ErrBucketExists) {
-			err = nil // another engine created it first
-		}
-	}
+		},
+		// A handle bound after this keeps reading from the leader, on a recreated
+		// bucket too.
+		Prepare: jsread.LeaderOnly,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
-	}
-	if err := jsread.LeaderOnly(ctx, j, "KV_"+cfg.Bucket); err != nil {
-		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("keyvalue jetstream: %w", err)
 	}
 	kv, err := j.KeyValue(ctx, cfg.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{js: j, kv: kv, bucket: cfg.Bucket, prefix: "$KV." + cfg.Bucket + "."}, nil
+	return &Store{js: j, kv: kv, bucket: cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".", opened: b}, nil
+}
+
+// Probe checks that the bucket exists and recreates it, empty and with the configured
+// settings, when it was deleted (recreated says so). The engine probes after a call
+// failed; the store's handles work on the recreated bucket.
+func (s *Store) Probe(ctx context.Context) (recreated bool, err error) {
+	return s.opened.Ensure(ctx)
 }
 
 // LocalStorage is empty: the bucket is on the NATS servers, which every engine reaches.

@@ -16,6 +16,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -42,6 +43,7 @@ type Config struct {
 type Store struct {
 	obs    js.ObjectStore
 	bucket string
+	opened *jsbucket.Bucket
 }
 
 var _ objectstorage.Store = (*Store)(nil)
@@ -52,30 +54,32 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		cfg.Bucket = DefaultBucket
 	}
-	_, err := j.ObjectStore(ctx, cfg.Bucket)
-	if errors.Is(err, js.ErrBucketNotFound) {
-		_, err = j.CreateObjectStore(ctx, js.ObjectStoreConfig{
+	b, err := jsbucket.Open(ctx, j, jsbucket.Spec{
+		What: "object_storage bucket",
+		Object: &js.ObjectStoreConfig{
 			Bucket:      cfg.Bucket,
 			Description: "abi-engine object_storage service",
 			Replicas:    cfg.Replicas,
 			Storage:     cfg.Storage,
-		})
-		if errors.Is(err, js.ErrBucketExists) {
-			err = nil // another engine created it first
-		}
-	}
-	if err == nil {
+		},
 		// Reads from the stream leader only: see package jsread.
-		err = jsread.LeaderOnly(ctx, j, "OBJ_"+cfg.Bucket)
+		Prepare: jsread.LeaderOnly,
+	})
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Unavailable, "object storage: %v", err)
 	}
-	var obs js.ObjectStore
-	if err == nil {
-		obs, err = j.ObjectStore(ctx, cfg.Bucket)
-	}
+	obs, err := j.ObjectStore(ctx, cfg.Bucket)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
 	}
-	return &Store{obs: obs, bucket: cfg.Bucket}, nil
+	return &Store{obs: obs, bucket: cfg.Bucket, opened: b}, nil
+}
+
+// Probe checks that the bucket exists and recreates it, empty and with the configured
+// settings, when it was deleted (recreated says so). The engine probes after a call
+// failed; the store's handle works on the recreated bucket.
+func (s *Store) Probe(ctx context.Context) (recreated bool, err error) {
+	return s.opened.Ensure(ctx)
 }
 
 // LocalStorage is empty: the bucket is on the NATS servers, which every engine reaches.

@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/abi-engine/engine/primaries/keyvalue"
+	"github.com/abi-engine/engine/primaries/objectstorage"
+	"github.com/abi-engine/engine/protocol"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+)
+
+// Timings of the backend probe: the first one runs at the first failed call, the next
+// ones back off while the backend stays down.
+const (
+	probeTimeout    = 5 * time.Second
+	probeFirstPause = 250 * time.Millisecond
+	probeMaxPause   = 5 * time.Second
+	// failureLogEvery bounds the failure log of one backend: a backend that fails
+	// every call of a busy service logs one line per period, with the count.
+	failureLogEvery = 10 * time.Second
+)
+
+// healthProbeKey is the key (keyvalue) or object name (object_storage) the probe
+// reads: any answer, found or not, proves the backend answers.
+const healthProbeKey = "abi-engine-health-probe"
+
+// bucketProber is a backend that can check its own storage and recreate it when it
+// was deleted (the jetstream backends).
+type bucketProber interface {
+	Probe(ctx context.Context) (recreated bool, err error)
+}
+
+// backendHealth watches one backend. Every call that fails in the backend is counted
+// and logged (rate-limited), and starts a probe, which reruns with a growing pause
+// until the backend answers: a jetstream backend first recreates its bucket if it is
+// gone, then the probe reads. While the probe fails, the backend is down, and a serving
+// engine is not ready (design §4.5).
+type backendHealth struct {
+	service, adapter string
+	log              *zap.Logger
+	probe            func(ctx context.Context) (recreated bool, err error)
+	onFailure        func() // the errors metric
+	logs             rate.Sometimes
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	down     error // the last probe's error while the backend is down
+	probing  bool
+	failures int // failed calls since the last failure log line
+}
+
+func newBackendHealth(service, adapter string, log *zap.Logger, probe func(context.Context) (bool, error), onFailure func()) *backendHealth {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &backendHealth{
+		service: service, adapter: adapter, probe: probe, onFailure: onFailure,
+		log:  log.With(zap.String("service", service), zap.String("backend", adapter)),
+		logs: rate.Sometimes{Interval: failureLogEvery},
+		ctx:  ctx, cancel: cancel,
+	}
+}
+
+// backendFailure reports whether err is the backend failing, as opposed to the
+// caller's mistake (a bad key, a missing object, a conflict) or the caller giving up.
+// A call that ran out of time in the backend counts: a backend that hangs is failing
+// as surely as one that answers with an error.
+func backendFailure(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch protocol.CodeOf(err) {
+	case protocol.Unavailable, protocol.Internal:
+		return true
+	}
+	return false
+}
+
+// observe looks at a call's error and returns it unchanged.
+func (h *backendHealth) observe(err error) error {
+	if !backendFailure(err) {
+		return err
+	}
+	h.onFailure()
+	h.mu.Lock()
+	h.failures++
+	start := !h.probing && h.ctx.Err() == nil
+	if start {
+		h.probing = true
+		h.wg.Add(1)
+	}
+	h.mu.Unlock()
+	h.logs.Do(func() {
+		h.mu.Lock()
+		n := h.failures
+		h.failures = 0
+		h.mu.Unlock()
+		h.log.Warn("backend call failed", zap.Int("failures_since_last_line", n), zap.Error(err))
+	})
+	if start {
+		go h.probeUntilUp()
+	}
+	return err
+}
+
+// probeUntilUp probes until the backend answers or the engine stops.
+func (h *backendHealth) probeUntilUp() {
+	defer h.wg.Done()
+	pause := probeFirstPause
+	for {
+		ctx, cancel := context.WithTimeout(h.ctx, probeTimeout)
+		recreated, err := h.probe(ctx)
+		cancel()
+		if h.ctx.Err() != nil {
+			return
+		}
+		if recreated {
+			h.log.Warn("the backend's bucket was gone: recreated it, empty, with the configured settings")
+		}
+		h.mu.Lock()
+		wasDown := h.down != nil
+		if err == nil {
+			h.down, h.probing = nil, false
+			h.mu.Unlock()
+			if wasDown {
+				h.log.Info("backend answers again")
+			}
+			return
+		}
+		h.down = err
+		h.mu.Unlock()
+		if !wasDown {
+			h.log.Error("backend down: a serving engine is not ready until it answers", zap.Error(err))
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-h.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, probeMaxPause)
+	}
+}
+
+// Down is nil while the backend answers, else why it does not.
+func (h *backendHealth) Down() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.down == nil {
+		return nil
+	}
+	return fmt.Errorf("%s backend (%s) down: %w", h.service, h.adapter, h.down)
+}
+
+// close stops the probe and waits for it.
+func (h *backendHealth) close() error {
+	h.cancel()
+	h.wg.Wait()
+	return nil
+}
+
+// keyValueProbe checks a keyvalue backend: its bucket if it has one, then a read.
+func keyValueProbe(s keyvalue.Store) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		var recreated bool
+		if p, ok := s.(bucketProber); ok {
+			var err error
+			if recreated, err = p.Probe(ctx); err != nil {
+				return false, err
+			}
+		}
+		_, err := s.Exists(ctx, healthProbeKey)
+		return recreated, err
+	}
+}
+
+// objectStorageProbe checks an object_storage backend: its bucket if it has one, then
+// a read (NOT_FOUND is an answer).
+func objectStorageProbe(s objectstorage.Store) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		var recreated bool
+		if p, ok := s.(bucketProber); ok {
+			var err error
+			if recreated, err = p.Probe(ctx); err != nil {
+				return false, err
+			}
+		}
+		_, err := s.GetObjectMetadata(ctx, "", healthProbeKey)
+		if errors.Is(err, protocol.ErrNotFound) {
+			err = nil
+		}
+		return recreated, err
+	}
+}
+
+// healthyKeyValue is a keyvalue backend whose failures its backendHealth observes.
+type healthyKeyValue struct {
+	keyvalue.Store
+	h *backendHealth
+}
+
+func (s healthyKeyValue) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	v, found, err := s.Store.Get(ctx, key)
+	return v, found, s.h.observe(err)
+}
+
+func (s healthyKeyValue) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return s.h.observe(s.Store.Set(ctx, key, value, ttl))
+}
+
+func (s healthyKeyValue) SetIfNotExists(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	set, err := s.Store.SetIfNotExists(ctx, key, value, ttl)
+	return set, s.h.observe(err)
+}
+
+func (s healthyKeyValue) Delete(ctx context.Context, key string) (bool, error) {
+	deleted, err := s.Store.Delete(ctx, key)
+	return deleted, s.h.observe(err)
+}
+
+func (s healthyKeyValue) DeleteIfValueMatches(ctx context.Context, key string, value []byte) (bool, error) {
+	deleted, err := s.Store.DeleteIfValueMatches(ctx, key, value)
+	return deleted, s.h.observe(err)
+}
+
+func (s healthyKeyValue) Exists(ctx context.Context, key string) (bool, error) {
+	ok, err := s.Store.Exists(ctx, key)
+	return ok, s.h.observe(err)
+}
+
+// healthyObjectStorage is an object_storage backend whose failures its backendHealth
+// observes.
+type healthyObjectStorage struct {
+	objectstorage.Store
+	h *backendHealth
+}
+
+func (s healthyObjectStorage) PutObject(ctx context.Context, prefix, key string, content []byte) error {
+	return s.h.observe(s.Store.PutObject(ctx, prefix, key, content))
+}
+
+func (s healthyObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
+	v, err := s.Store.GetObject(ctx, prefix, key)
+	return v, s.h.observe(err)
+}
+
+func (s healthyObjectStorage) DeleteObject(ctx context.Context, prefix, key string) error {
+	return s.h.observe(s.Store.DeleteObject(ctx, prefix, key))
+}
+
+func (s healthyObjectStorage) ListObjects(ctx context.Context, prefix string) ([]string, error) {
+	keys, err := s.Store.ListObjects(ctx, prefix)
+	return keys, s.h.observe(err)
+}
+
+func (s healthyObjectStorage) GetObjectMetadata(ctx context.Context, prefix, key string) (objectstorage.Metadata, error) {
+	md, err := s.Store.GetObjectMetadata(ctx, prefix, key)
+	return md, s.h.observe(err)
+}
