@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/abi-engine/engine/internal/leakcheck"
+	"github.com/abi-engine/engine/internal/testwait"
 	"os"
 	"strings"
 	"sync"
@@ -51,22 +52,6 @@ func cfg(t *testing.T, url, role, rollout, adapters string) *config.Config {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// eventually polls cond until it holds, failing the test after within: the one wait
-// for what real engines and a real broker do in their own time.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(within)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("no %s within %s", what, within)
-		}
-	}
 }
 
 func newEngine(t *testing.T, c *config.Config, opts ...engine.Option) *engine.Engine {
@@ -323,15 +308,15 @@ func TestHandoverToAStandbyUnderTraffic(t *testing.T) {
 	}()
 	stopTraffic := sync.OnceFunc(func() { close(stop); <-done })
 	defer stopTraffic()
-	eventually(t, 20*time.Second, "50 calls before the handover", func() bool { return calls.Load() >= 50 })
+	testwait.For(t, 20*time.Second, "50 calls before the handover", func() bool { return calls.Load() >= 50 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "b serving", func() bool { return b.State() == engine.StateServing })
+	testwait.For(t, 10*time.Second, "b serving", func() bool { return b.State() == engine.StateServing })
 	n := calls.Load()
-	eventually(t, 20*time.Second, "50 calls after the handover", func() bool { return calls.Load() >= n+50 })
+	testwait.For(t, 20*time.Second, "50 calls after the handover", func() bool { return calls.Load() >= n+50 })
 	stopTraffic()
 	if b.State() != engine.StateServing {
 		t.Fatalf("b is %s after the handover", b.State())
@@ -354,7 +339,7 @@ func TestJobsRunOnlyOnTheServingEngine(t *testing.T) {
 	load(t, a)
 	b := newEngine(t, cfg(t, srv.URL(), "serve", "v2", "jetstream"), engine.WithJob(job(&runsB)))
 	load(t, b)
-	eventually(t, 10*time.Second, "three runs on the serving engine", func() bool { return runsA.Load() >= 3 })
+	testwait.For(t, 10*time.Second, "three runs on the serving engine", func() bool { return runsA.Load() >= 3 })
 	if runsB.Load() != 0 {
 		t.Fatal("a standby ran a job")
 	}
@@ -364,7 +349,7 @@ func TestJobsRunOnlyOnTheServingEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := runsA.Load()
-	eventually(t, 10*time.Second, "three runs on the new serving engine", func() bool { return runsB.Load() >= 3 })
+	testwait.For(t, 10*time.Second, "three runs on the new serving engine", func() bool { return runsB.Load() >= 3 })
 	if runsA.Load() != after {
 		t.Fatal("a job ran after its engine handed over")
 	}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"github.com/abi-engine/engine/internal/testwait"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,7 @@ func TestActorPanicsAreLoggedCountedAndShown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "three panics in /status", func() bool {
+	testwait.For(t, 10*time.Second, "three panics in /status", func() bool {
 		return e.Status().(engine.Status).ActorPanics == 3
 	})
 	panics := logs.FilterMessage("an actor panicked: it was restarted in place").All()

@@ -21,19 +21,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // when a test gives up, never how fast something must be.
 const waitTimeout = 10 * time.Second
 
-// waitFor polls cond until it holds, for state the broker or the primary expose no
-// event for; it fails the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // recv waits for one value from ch.
 func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testwait"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func TestHandoverAnswersReceivedCallsAndRoutesNewOnes(t *testing.T) {
 	}
 	second := callAsync(client, "work", "2")
 	// One slot: call 2 is received (counted) but waits for call 1.
-	waitFor(t, "call 2 to be received", func() bool { return a.InFlight() == 2 })
+	testwait.For(t, waitTimeout, "call 2 to be received", func() bool { return a.InFlight() == 2 })
 
 	serve(t, b)
 	h.send(pid, actors.StopAccepting{Deadline: time.Now().Add(time.Minute)})
@@ -92,7 +93,7 @@ func TestHostWaitsForReceivedCalls(t *testing.T) {
 	first := callAsync(client, "work", "1")
 	recv(t, g.started, "call 1 to start")
 	second := callAsync(client, "work", "2")
-	waitFor(t, "call 2 to be received", func() bool { return p.InFlight() == 2 })
+	testwait.For(t, waitTimeout, "call 2 to be received", func() bool { return p.InFlight() == 2 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -168,7 +169,7 @@ func TestStopCancelsAtOnce(t *testing.T) {
 	running := callAsync(client, "work", "1")
 	recv(t, g.started, "call 1 to start")
 	queued := callAsync(client, "work", "2")
-	waitFor(t, "call 2 to be received", func() bool { return p.InFlight() == 2 })
+	testwait.For(t, waitTimeout, "call 2 to be received", func() bool { return p.InFlight() == 2 })
 
 	h.send(pid, actors.Stop{})
 	expect[actors.Down](h)
@@ -265,7 +266,7 @@ func TestKillingTheActorUnderTrafficLosesNoCall(t *testing.T) {
 	progress := func() {
 		t.Helper()
 		target := ok.Load() + 50
-		waitFor(t, "traffic to progress", func() bool { return ok.Load() >= target })
+		testwait.For(t, waitTimeout, "traffic to progress", func() bool { return ok.Load() >= target })
 	}
 
 	for range 3 {
@@ -347,7 +348,7 @@ func TestBoundedConcurrency(t *testing.T) {
 		recv(t, started, "a call to start")
 	}
 	// Both endpoints have a call waiting for a slot once 2 more are received.
-	waitFor(t, "calls waiting for a slot", func() bool { return p.InFlight() >= limit+2 })
+	testwait.For(t, waitTimeout, "calls waiting for a slot", func() bool { return p.InFlight() >= limit+2 })
 	if n := running.Load(); n != limit {
 		t.Fatalf("%d calls run, want %d", n, limit)
 	}

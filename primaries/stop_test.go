@@ -3,6 +3,7 @@ package primaries
 import (
 	"context"
 	"errors"
+	"github.com/abi-engine/engine/internal/testwait"
 	"strconv"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestStopAnswersEveryQueuedCallBeforeSessionsFinish(t *testing.T) {
 	for i := range results {
 		results[i] = callAsync(client, "echo", strconv.Itoa(i))
 	}
-	waitFor(t, "a call waiting for the slot", func() bool { return p.InFlight() == 2 })
+	testwait.For(t, waitTimeout, "a call waiting for the slot", func() bool { return p.InFlight() == 2 })
 
 	p.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

@@ -3,9 +3,11 @@ package sessions
 import (
 	"bytes"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testwait"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/protocol"
@@ -101,5 +103,5 @@ func TestAHostActorCrashUnderTrafficFailsNoCall(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d calls failed", failed.Load())
 	}
-	eventually(t, "every crash handled", func() bool { return h.Restarts() == crashes })
+	testwait.For(t, 10*time.Second, "every crash handled", func() bool { return h.Restarts() == crashes })
 }

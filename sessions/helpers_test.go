@@ -24,19 +24,6 @@ const (
 	callTimeout = 10 * time.Second
 )
 
-// eventually polls cond until it holds; the one bounded wait the tests use against a
-// real broker.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func newEngine(t testing.TB) *actor.Engine {
 	t.Helper()
 	e, err := actor.NewEngine(actor.NewEngineConfig())

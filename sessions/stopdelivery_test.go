@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testwait"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,7 +79,7 @@ func stopDeliveryRound(t *testing.T, srv *natstest.Server, callers *nats.Conn, r
 			}
 		})
 	}
-	eventually(t, "a backlog on the member being stopped", func() bool {
+	testwait.For(t, 10*time.Second, "a backlog on the member being stopped", func() bool {
 		n, _, _ := subA.Pending()
 		return n >= 8
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testwait"
 	"io"
 	"net"
 	"os"
@@ -237,7 +238,7 @@ func startHelper(t *testing.T) (*Process, *syncBuffer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(5 * time.Second) })
-	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") }, "helper ready")
+	testwait.For(t, 10*time.Second, "helper ready", func() bool { return strings.Contains(out.String(), "ready") })
 	return p, out
 }
 
@@ -257,19 +258,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// waitFor is the one bounded wait of these tests: it polls cond every 10 ms for up to
-// 10 s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // procState is the state letter of /proc/<pid>/stat: T when stopped.
@@ -322,16 +310,16 @@ func TestProcessPauseResumeAndStop(t *testing.T) {
 	if err := p.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return procState(t, p.PID()) == "T" }, "the helper stopped")
+	testwait.For(t, 10*time.Second, "the helper stopped", func() bool { return procState(t, p.PID()) == "T" })
 	if err := p.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return procState(t, p.PID()) != "T" }, "the helper running again")
+	testwait.For(t, 10*time.Second, "the helper running again", func() bool { return procState(t, p.PID()) != "T" })
 	// Stop of a paused process resumes it so it can act on SIGTERM.
 	if err := p.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return procState(t, p.PID()) == "T" }, "the helper stopped")
+	testwait.For(t, 10*time.Second, "the helper stopped", func() bool { return procState(t, p.PID()) == "T" })
 	p.Stop(10 * time.Second)
 	if p.ExitCode() != 7 {
 		t.Fatalf("exit %d, output %q", p.ExitCode(), out.String())

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/abi-engine/engine/config"
 	"go.uber.org/goleak"
@@ -102,18 +101,5 @@ func wantContains(t *testing.T, what, out string, subs ...string) {
 		if !strings.Contains(out, s) {
 			t.Errorf("%s does not contain %q:\n%s", what, s, out)
 		}
-	}
-}
-
-// eventually polls cond until it holds or the bound passes: the one wait helper for
-// what a real broker or process does in its own time.
-func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", bound, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"github.com/abi-engine/engine/internal/testwait"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,7 +88,7 @@ func (p *engineProcess) signal(t *testing.T, sig syscall.Signal) {
 
 func (p *engineProcess) waitReady(t *testing.T) {
 	t.Helper()
-	eventually(t, 60*time.Second, "GET /readyz answers 200", func() bool {
+	testwait.For(t, 60*time.Second, "GET /readyz answers 200", func() bool {
 		select {
 		case <-p.exited:
 			t.Fatalf("abi-engine run exited %d before it was ready:\n%s", p.code, p.stderr)
@@ -183,7 +184,7 @@ func TestProcessRolloutStandsByAndTakesOver(t *testing.T) {
 	if code := old.wait(t, 60*time.Second); code != exitOK {
 		t.Fatalf("the old engine exited %d after SIGTERM, want 0:\n%s", code, old.stderr)
 	}
-	eventually(t, 30*time.Second, "the standby serves after the handover", func() bool {
+	testwait.For(t, 30*time.Second, "the standby serves after the handover", func() bool {
 		return next.status(t).State == "serving"
 	})
 	r := runCLI(t, nil, "status", "--nats", srv.URL(), "--json")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testwait"
 	"io"
 	"net"
 	"net/http"
@@ -170,15 +171,6 @@ func (h *runHarness) exit(t *testing.T) int {
 	}
 }
 
-func waitFor(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting until %s", what)
-	}
-}
-
 func remoteConfig(t *testing.T, extra string) string {
 	t.Helper()
 	return writeFile(t, t.TempDir(), "abi-engine.yaml", "nats: {url: \"nats://127.0.0.1:1\"}\nhttp: {listen: \"\"}\n"+extra)
@@ -193,9 +185,9 @@ func TestRunHandsOverOnFirstSignal(t *testing.T) {
 		t.Errorf("engine built with nats.url %q, role %q, rollout %q; want the flags' and the environment's",
 			cfg.NATS.URL, cfg.NATS.Engine.Role, cfg.NATS.Engine.RolloutID)
 	}
-	waitFor(t, eng.loadCalled, "Load is called")
+	testwait.Closed(t, eng.loadCalled, 10*time.Second, "Load is called")
 	h.signal(t)
-	waitFor(t, eng.shutdownCalled, "the first signal calls Shutdown")
+	testwait.Closed(t, eng.shutdownCalled, 10*time.Second, "the first signal calls Shutdown")
 	if code := h.exit(t); code != exitOK {
 		t.Fatalf("exit %d after a handover, want 0; stderr:\n%s", code, h.stderr)
 	}
@@ -217,9 +209,9 @@ func TestRunSecondSignalStopsAtOnce(t *testing.T) {
 		return ctx.Err()
 	}
 	h := startRun(t, eng, nil, "--config", remoteConfig(t, ""), "--log-format", "console")
-	waitFor(t, eng.loadCalled, "Load is called")
+	testwait.Closed(t, eng.loadCalled, 10*time.Second, "Load is called")
 	h.signal(t)
-	waitFor(t, eng.shutdownCalled, "the first signal calls Shutdown")
+	testwait.Closed(t, eng.shutdownCalled, 10*time.Second, "the first signal calls Shutdown")
 	h.signal(t)
 	if code := h.exit(t); code != exitRuntime {
 		t.Fatalf("exit %d after a second signal, want 1; stderr:\n%s", code, h.stderr)
@@ -261,7 +253,7 @@ func TestRunEngineEndsOnItsOwn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			eng := newFakeEngine()
 			h := startRun(t, eng, nil, "--config", remoteConfig(t, ""))
-			waitFor(t, eng.loadCalled, "Load is called")
+			testwait.Closed(t, eng.loadCalled, 10*time.Second, "Load is called")
 			eng.endWith(tc.err)
 			if code := h.exit(t); code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, h.stderr)
@@ -288,7 +280,7 @@ func TestRunStopWhileLoading(t *testing.T) {
 		return ctx.Err()
 	}
 	h := startRun(t, eng, nil, "--config", remoteConfig(t, ""))
-	waitFor(t, eng.loadCalled, "Load is called")
+	testwait.Closed(t, eng.loadCalled, 10*time.Second, "Load is called")
 	h.signal(t)
 	if code := h.exit(t); code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, h.stderr)
@@ -332,7 +324,7 @@ func TestRunServesHTTPFromTheStart(t *testing.T) {
 	h := startRun(t, eng, nil, "--config", remoteConfig(t, ""), "--http", addr)
 	base := "http://" + addr
 	// While the engine loads, it is alive but not ready.
-	eventually(t, 10*time.Second, "/healthz answers 200 while loading", func() bool {
+	testwait.For(t, 10*time.Second, "/healthz answers 200 while loading", func() bool {
 		code, _ := httpGet(base + "/healthz")
 		return code == http.StatusOK
 	})
@@ -340,7 +332,7 @@ func TestRunServesHTTPFromTheStart(t *testing.T) {
 		t.Errorf("/readyz while loading: %d %q, want 503", code, body)
 	}
 	close(release)
-	eventually(t, 10*time.Second, "/readyz answers 200 once loaded", func() bool {
+	testwait.For(t, 10*time.Second, "/readyz answers 200 once loaded", func() bool {
 		code, _ := httpGet(base + "/readyz")
 		return code == http.StatusOK
 	})

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"github.com/abi-engine/engine/internal/testwait"
 	"strings"
 	"testing"
 	"time"
@@ -93,31 +94,18 @@ func TestCluster(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return c.StreamLeader("KV_T") >= 0 && c.StreamCurrent("KV_T") })
+	testwait.For(t, 60*time.Second, "a current stream leader", func() bool { return c.StreamLeader("KV_T") >= 0 && c.StreamCurrent("KV_T") })
 	leader := c.StreamLeader("KV_T")
 	c.Nodes[leader].Stop()
-	waitFor(t, func() bool { l := c.StreamLeader("KV_T"); return l >= 0 && l != leader })
+	testwait.For(t, 60*time.Second, "a new stream leader", func() bool { l := c.StreamLeader("KV_T"); return l >= 0 && l != leader })
 	if err := c.Nodes[leader].Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return c.StreamCurrent("KV_T") })
+	testwait.For(t, 60*time.Second, "the stream caught up", func() bool { return c.StreamCurrent("KV_T") })
 	if c.StreamLeader("NO_SUCH_STREAM") != -1 {
 		t.Fatal("a leader for a stream that does not exist")
-	}
-}
-
-// waitFor polls cond every 25 ms for up to 60 s: the cluster's elections are not events
-// a test can wait on.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 60s")
-		}
-		time.Sleep(25 * time.Millisecond)
 	}
 }
