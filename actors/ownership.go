@@ -12,34 +12,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Role changes the ownership actor broadcasts to its subscribers.
-type (
-	// Serving: this engine holds the lease; serve. Restored is true after fencing.
-	Serving struct {
-		Revision uint64
-		Restored bool
-	}
-	// StandingBy: another rollout holds the lease; load, serve nothing, wait.
-	StandingBy struct{ Holder lease.Holder }
-	// Fenced: no renewal for lease/2; stop everything at once, keep renewing.
-	Fenced struct{}
-	// Lost: another engine holds the lease; stop at once, then shut down.
-	Lost struct{ Holder lease.Holder }
-	// Released: the lease was given up (or never held and the claim stopped).
-	Released struct{}
-	// ClaimFailed: the claim ended with an error (another engine serves, or the standby
-	// timed out); the engine must not serve.
-	ClaimFailed struct{ Err error }
-)
-
-// Commands the ownership actor takes.
-type (
-	// Release starts a clean release of the lease.
-	Release struct{}
-	// Subscribe adds a receiver of the role broadcasts; it is sent the current role at once.
-	Subscribe struct{ PID *actor.PID }
-)
-
 // Messages inside the ownership tree.
 type (
 	tick     struct{}

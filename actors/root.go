@@ -12,10 +12,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Handover asks the root actor to hand the engine over: jobs stop, the lease is
-// released, every member stops accepting and drains, then everything stops.
-type Handover struct{}
-
 // Handover phases, as reported to RootConfig.OnPhase with their durations.
 const (
 	PhaseJobs     = "jobs"     // jobs stop; runs in progress finish
