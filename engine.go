@@ -479,12 +479,12 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	e.shutdown = true
-	root, sys := e.root, e.actorSys
+	root := e.root
 	e.mu.Unlock()
 	var err error
 	if root != nil {
 		start := time.Now()
-		if err = root.Handover(ctx, sys); err != nil {
+		if err = root.Handover(ctx); err != nil {
 			e.log.Warn("handover cut short", zap.Error(err))
 		}
 		e.log.Info("handover done", zap.Duration("took", time.Since(start)))
@@ -509,11 +509,17 @@ func (e *Engine) teardown(ctx context.Context) {
 		set.answerReceived(bound) // before anything closes: see answerReceived
 	}
 	if root != nil {
-		<-sys.PoisonCtx(bound, root.PID()).Done()
-		root.Stop()
+		if err := root.Close(bound); err != nil {
+			e.log.Warn("stopping the root actor", zap.Error(err))
+		}
 	}
 	if set != nil {
 		set.poison(bound, sys)
+		if set.jobs != nil {
+			if err := set.jobs.Close(bound); err != nil {
+				e.log.Warn("closing the jobs", zap.Error(err))
+			}
+		}
 	}
 	if own != nil {
 		if s := own.Status().State; s == lease.StateServing || s == lease.StateFenced {
