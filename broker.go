@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/supervisor"
@@ -12,18 +11,6 @@ import (
 )
 
 // This file is how an engine finds its broker and connects to it.
-
-// startTree starts the engine's supervisor; the embedded broker joins it when the
-// engine hosts one (brokerURL).
-func (e *Engine) startTree() {
-	tree := supervisor.NewTree("abi-engine", e.log, 10*time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	e.mu.Lock()
-	e.tree = tree
-	e.treeCancel = cancel
-	e.treeDone = tree.ServeBackground(ctx)
-	e.mu.Unlock()
-}
 
 // brokerURL is the broker the engine uses: nats.url when it is set. With nats.url
 // empty, a serving engine starts the embedded broker; a client and an auto engine first
@@ -62,11 +49,7 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}
-	e.mu.Lock()
-	e.broker = b
-	tree := e.tree
-	e.mu.Unlock()
-	tree.Add(b)
+	e.tree.add(svcBroker, b)
 	url, err := b.URL(ctx)
 	if err != nil {
 		return "", err

@@ -4,23 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/actors"
-	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/lease"
-	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
-	"github.com/abi-engine/engine/supervisor"
 	"github.com/anthdm/hollywood/actor"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -48,6 +43,7 @@ type options struct {
 	services   []primaries.Service
 	jobs       []Job
 	registry   *prometheus.Registry
+	tree       *suture.Supervisor
 }
 
 // WithLogger logs through log (default: no logs).
@@ -72,6 +68,14 @@ func WithJob(j Job) Option { return func(o *options) { o.jobs = append(o.jobs, j
 // WithRegistry registers the engine's metrics in reg instead of a registry of its own.
 func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o.registry = reg } }
 
+// WithSupervisor runs the engine's services (the embedded broker, the NATS connections,
+// the actors, the backends) in tree, a suture supervisor its caller serves, instead of
+// in a tree of the engine's own: `abi-engine run` keeps its HTTP server and signal
+// handler beside them, so the process has one tree. tree must be running when Load is
+// called; the engine removes its services from it, in order, when it ends, and the
+// caller stops tree after that.
+func WithSupervisor(tree *suture.Supervisor) Option { return func(o *options) { o.tree = tree } }
+
 // Engine is one abi-engine: in role serve it holds the lease and serves the kernel
 // services; in role client every service is a NATS client of the serving engine; in
 // role auto it serves when nobody does and is a client otherwise.
@@ -81,6 +85,8 @@ type Engine struct {
 	log     *zap.Logger
 	metrics *metrics
 	me      lease.Holder
+	// tree owns everything Load starts (tree.go); teardown stops it in order.
+	tree *tree
 
 	mu       sync.Mutex
 	loaded   bool
@@ -91,23 +97,20 @@ type Engine struct {
 	endErr   error
 	stopOnce sync.Once
 
-	// runtime, set by Load
-	tree       *suture.Supervisor
-	treeCancel context.CancelFunc
-	treeDone   <-chan error
-	broker     *supervisor.Broker
+	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
-	leaseConn  *nats.Conn
-	svcConn    *nats.Conn
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
 	root       *actors.Root
 	serving    *servingSet
 	kv         keyvalue.Store
 	objects    objectstorage.Store
-	transport  *client.Transport
-	watchers   sync.WaitGroup
 	stopPanics func() // ends the watch of the actors' panics
+
+	// the watch of the root's end (startWatch), which the engine stops and waits for
+	watchers      sync.WaitGroup
+	stopWatch     chan struct{}
+	stopWatchOnce sync.Once
 }
 
 // New checks cfg and the options; it connects to nothing.
@@ -145,11 +148,13 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		o.registry = prometheus.NewRegistry()
 	}
 	e := &Engine{
-		cfg:  cfg,
-		opts: o,
-		log:  o.log.With(zap.String("instance_id", o.instanceID)),
-		done: make(chan struct{}),
+		cfg:       cfg,
+		opts:      o,
+		log:       o.log.With(zap.String("instance_id", o.instanceID)),
+		done:      make(chan struct{}),
+		stopWatch: make(chan struct{}),
 	}
+	e.tree = newTree(o.tree, e.log)
 	e.me = lease.ThisProcess(o.instanceID, o.version, cfg.NATS.Engine.LeaseRolloutID(), time.Now())
 	m, err := newMetrics(o.registry, e)
 	if err != nil {
@@ -236,7 +241,8 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	start := time.Now()
 	defer func() {
 		if err != nil {
-			e.teardown(context.Background())
+			e.stopWatchers()
+			e.teardown()
 			e.finish(nil)
 			return
 		}
@@ -248,7 +254,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 
 	// The configuration, the shared-backend check included, was validated by New:
 	// nothing has been touched yet.
-	e.startTree()
+	e.tree.start()
 	url, err := e.brokerURL(ctx)
 	if err != nil {
 		return err
@@ -261,202 +267,13 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	var already *lease.AlreadyServingError
 	if errors.As(err, &already) && role == config.RoleAuto {
 		e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
-		e.stopOwnership(ctx)
+		e.stopOwnership()
 		return e.loadClient(ctx, url)
 	}
 	if err != nil {
 		return err
 	}
 	return e.loadServing(ctx, state)
-}
-
-// loadClient makes every service a NATS client of the serving engine: no lease, no
-// backend, no file, no subscription.
-func (e *Engine) loadClient(ctx context.Context, url string) error {
-	nc, err := e.dial(ctx, url, "client")
-	if err != nil && e.cfg.NATS.EmbeddedBroker() {
-		return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
-			e.cfg.NATS.Embedded.Listen, err)
-	}
-	if err != nil {
-		return err
-	}
-	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.clientCounters),
-		client.WithDefaultTimeout(e.cfg.NATS.ClientTimeout()))
-	if err != nil {
-		nc.Close()
-		return fmt.Errorf("engine: %w", err)
-	}
-	e.mu.Lock()
-	e.role = config.RoleClient
-	e.svcConn = nc
-	e.transport = tr
-	e.kv = client.NewKeyValue(tr)
-	e.objects = client.NewObjectStorage(tr)
-	e.mu.Unlock()
-	e.log.Info("client engine loaded: every service is a NATS client of the serving engine")
-	return nil
-}
-
-// claim connects the lease's own connection, so a busy service connection never delays
-// a renewal, and takes (or waits for) the lease.
-func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
-	nc, err := e.dial(ctx, url, "lease")
-	if err != nil {
-		return 0, err
-	}
-	e.mu.Lock()
-	e.leaseConn = nc
-	e.mu.Unlock()
-	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Replicas: e.cfg.NATS.Engine.LeaseReplicas})
-	if err != nil {
-		return 0, fmt.Errorf("engine: open the lease: %w", err)
-	}
-	sys, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		return 0, fmt.Errorf("engine: actor system: %w", err)
-	}
-	e.watchPanics(sys)
-	own, err := actors.SpawnOwnership(sys, actors.OwnershipConfig{
-		Store: store,
-		Lease: lease.Config{
-			Me:             e.me,
-			Lease:          e.cfg.NATS.Engine.Lease(),
-			StandbyTimeout: e.cfg.NATS.Engine.StandbyTimeout(),
-		},
-		Logger:  e.log,
-		OnEvent: e.metrics.leaseEvent,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("engine: %w", err)
-	}
-	e.mu.Lock()
-	e.actorSys, e.ownership = sys, own
-	e.mu.Unlock()
-	return own.Claim(ctx)
-}
-
-// stopOwnership stops the ownership tree of a refused claim and its connection.
-func (e *Engine) stopOwnership(ctx context.Context) {
-	e.mu.Lock()
-	own, nc := e.ownership, e.leaseConn
-	e.ownership, e.leaseConn = nil, nil
-	e.mu.Unlock()
-	if own != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := own.Stop(sctx); err != nil {
-			e.log.Warn("stopping the ownership", zap.Error(err))
-		}
-	}
-	if nc != nil {
-		nc.Close()
-	}
-}
-
-// loadServing opens the backends, builds the primaries and hosts, and hands them to
-// the root actor, which serves them now (serving) or at the takeover (standby).
-func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
-	nc, err := e.dial(ctx, e.NATSURL(), "service")
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	e.svcConn = nc
-	e.role = config.RoleServe
-	e.mu.Unlock()
-	set, err := e.buildServing(ctx, nc)
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	e.serving = set
-	e.kv, e.objects = set.kv, set.objects
-	e.mu.Unlock()
-	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{
-		Ownership: e.ownership,
-		Jobs:      set.jobsPID,
-		Members:   set.members,
-		Drain:     e.cfg.NATS.Engine.Drain(),
-		Sessions:  set.waitSessions,
-		OnPhase:   e.metrics.handoverPhase,
-		Logger:    e.log,
-	})
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	e.mu.Lock()
-	e.root = root
-	e.mu.Unlock()
-	e.watchers.Add(1)
-	go e.watchEnd(root)
-	if state == lease.StateServing {
-		if err := root.WaitServing(ctx); err != nil {
-			return err
-		}
-		e.log.Info("engine serving", zap.String("lease_holder", e.me.String()))
-	} else {
-		e.log.Info("engine standing by", zap.String("holder", e.ownership.Status().Holder.String()))
-	}
-	return nil
-}
-
-// watchEnd ends the engine when the root says it must: a lost lease, or a standby whose
-// claim ended (timed out, or another engine of its rollout took the released lease).
-func (e *Engine) watchEnd(root *actors.Root) {
-	defer e.watchers.Done()
-	select {
-	case <-root.Ended():
-	case <-e.done:
-		return
-	}
-	if err := root.Err(); err != nil {
-		e.log.Error("engine ending", zap.Error(err))
-		e.teardown(context.Background())
-		e.finish(err)
-	}
-}
-
-// ErrNoTarget is returned by InjectPanic for a target the engine does not have.
-var ErrNoTarget = errors.New("engine: no such actor")
-
-// InjectPanic makes one of the engine's actors panic, as a bug would, for the chaos
-// harness and tests: the actor is restarted in place and keeps what its spawner holds
-// (the lease, calls in flight, open sessions), except a transfer session's own actor,
-// whose session ends (its next call is NOT_FOUND).
-// Targets: "root", "ownership", "renewer", "fencer", "contender", "primary:<service>",
-// "transfer:object_storage", "overflow", "jobs", and "session:<session id>" for one
-// transfer session.
-func (e *Engine) InjectPanic(target string) error {
-	e.mu.Lock()
-	sys, own, root, set := e.actorSys, e.ownership, e.root, e.serving
-	e.mu.Unlock()
-	if sys == nil || own == nil {
-		return fmt.Errorf("%w: %q (the engine runs no actors)", ErrNoTarget, target)
-	}
-	var pid *actor.PID
-	switch {
-	case target == "ownership":
-		pid = own.PID()
-	case target == actors.RenewerName || target == actors.FencerName || target == actors.ContenderName:
-		pid = own.Child(target)
-	case target == "root" && root != nil:
-		pid = root.PID()
-	case strings.HasPrefix(target, "session:") && set != nil:
-		id := strings.TrimPrefix(target, "session:")
-		for _, h := range set.transfers {
-			if p := h.SessionPID(id); p != nil {
-				pid = p
-			}
-		}
-	case set != nil:
-		pid = set.named[target]
-	}
-	if pid == nil {
-		return fmt.Errorf("%w: %q", ErrNoTarget, target)
-	}
-	sys.Send(pid, actors.Kill{Reason: "injected by InjectPanic"})
-	return nil
 }
 
 // Shutdown hands over: jobs stop, the lease is released, shared subscriptions end at
@@ -479,70 +296,20 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	e.shutdown = true
-	root, sys := e.root, e.actorSys
+	root := e.root
 	e.mu.Unlock()
 	var err error
 	if root != nil {
 		start := time.Now()
-		if err = root.Handover(ctx, sys); err != nil {
+		if err = root.Handover(ctx); err != nil {
 			e.log.Warn("handover cut short", zap.Error(err))
 		}
 		e.log.Info("handover done", zap.Duration("took", time.Since(start)))
 	}
-	e.teardown(ctx)
+	e.stopWatchers()
+	e.teardown()
 	e.finish(nil)
 	return err
-}
-
-// teardown stops what Load started, in order: members (and the answers to what they
-// had received), actors, backends, connections, the broker. It is idempotent.
-func (e *Engine) teardown(ctx context.Context) {
-	e.mu.Lock()
-	set, root, sys, own, stopPanics := e.serving, e.root, e.actorSys, e.ownership, e.stopPanics
-	svc, lc, cancel, treeDone := e.svcConn, e.leaseConn, e.treeCancel, e.treeDone
-	e.serving, e.root, e.ownership, e.svcConn, e.leaseConn, e.treeCancel, e.stopPanics = nil, nil, nil, nil, nil, nil, nil
-	e.mu.Unlock()
-	bound, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer stop()
-	if set != nil {
-		set.stop()
-		set.answerReceived(bound) // before anything closes: see answerReceived
-	}
-	if root != nil {
-		<-sys.PoisonCtx(bound, root.PID()).Done()
-		root.Stop()
-	}
-	if set != nil {
-		set.poison(bound, sys)
-	}
-	if own != nil {
-		if s := own.Status().State; s == lease.StateServing || s == lease.StateFenced {
-			// A failed Load or an end on its own: give the lease up.
-			if _, err := own.Release(bound); err != nil {
-				e.log.Warn("releasing the lease", zap.Error(err))
-			}
-		}
-		if err := own.Stop(bound); err != nil {
-			e.log.Warn("stopping the ownership", zap.Error(err))
-		}
-	}
-	if stopPanics != nil {
-		stopPanics()
-	}
-	if set != nil {
-		set.close()
-	}
-	if svc != nil {
-		_ = svc.FlushTimeout(time.Second)
-		svc.Close()
-	}
-	if lc != nil {
-		lc.Close()
-	}
-	if cancel != nil {
-		cancel()
-		<-treeDone
-	}
 }
 
 func (e *Engine) finish(err error) {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/protocol"
@@ -115,8 +116,8 @@ func (m *metrics) call(service, operation string, code protocol.Code, d time.Dur
 	m.requestSeconds.WithLabelValues(service, operation).Observe(d.Seconds())
 }
 
-func (m *metrics) handoverPhase(phase string, d time.Duration) {
-	m.handover.WithLabelValues(phase).Set(d.Seconds())
+func (m *metrics) handoverPhase(phase actors.Phase, d time.Duration) {
+	m.handover.WithLabelValues(phase.String()).Set(d.Seconds())
 }
 
 func (m *metrics) jobRun(job string, _ time.Duration, err error) {

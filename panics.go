@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/anthdm/hollywood/actor"
@@ -26,4 +28,46 @@ func (e *Engine) actorPanicked(p actors.Panicked) {
 	e.log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("an actor panicked: it was restarted in place",
 		zap.String("actor", p.PID.String()), zap.String("kind", kind),
 		zap.String("reason", fmt.Sprint(p.Reason)), zap.String("stack", string(p.Stack)))
+}
+
+// ErrNoTarget is returned by InjectPanic for a target the engine does not have.
+var ErrNoTarget = errors.New("engine: no such actor")
+
+// InjectPanic makes one of the engine's actors panic, as a bug would, for the chaos
+// harness and tests: the actor is restarted in place and keeps what its spawner holds
+// (the lease, calls in flight, open sessions), except a transfer session's own actor,
+// whose session ends (its next call is NOT_FOUND).
+// Targets: "root", "ownership", "renewer", "fencer", "contender", "primary:<service>",
+// "transfer:object_storage", "overflow", "jobs", and "session:<session id>" for one
+// transfer session.
+func (e *Engine) InjectPanic(target string) error {
+	e.mu.Lock()
+	sys, own, root, set := e.actorSys, e.ownership, e.root, e.serving
+	e.mu.Unlock()
+	if sys == nil || own == nil {
+		return fmt.Errorf("%w: %q (the engine runs no actors)", ErrNoTarget, target)
+	}
+	var pid *actor.PID
+	switch {
+	case target == "ownership":
+		pid = own.PID()
+	case target == actors.RenewerName || target == actors.FencerName || target == actors.ContenderName:
+		pid = own.Child(target)
+	case target == "root" && root != nil:
+		pid = root.PID()
+	case strings.HasPrefix(target, "session:") && set != nil:
+		id := strings.TrimPrefix(target, "session:")
+		for _, h := range set.transfers {
+			if p := h.SessionPID(id); p != nil {
+				pid = p
+			}
+		}
+	case set != nil:
+		pid = set.named[target]
+	}
+	if pid == nil {
+		return fmt.Errorf("%w: %q", ErrNoTarget, target)
+	}
+	sys.Send(pid, actors.Kill{Reason: "injected by InjectPanic"})
+	return nil
 }

@@ -21,19 +21,20 @@ import (
 // servingSet is what a serving (or standby) engine serves: the backends, one primary
 // per service, the session hosts, the jobs host, and their actors.
 type servingSet struct {
-	log       *zap.Logger
-	conn      *nats.Conn // the service connection every member uses
-	kv        keyvalue.Store
-	objects   objectstorage.Store
-	primaries []*primaries.Primary
-	hosts     []sessions.Host       // every Host: primaries, transfer hosts, the overflow host
-	members   []*actor.PID          // their actors
-	named     map[string]*actor.PID // the same, by InjectPanic target name
-	jobs      *actors.JobsHost
-	jobsPID   *actor.PID
-	transfers []*sessions.TransferHost
-	health    []*backendHealth // one per backend
-	closers   []func() error   // backends, in the order they were opened
+	log         *zap.Logger
+	conn        *nats.Conn // the service connection every member uses
+	kv          keyvalue.Store
+	objects     objectstorage.Store
+	primaries   []*primaries.Primary
+	primaryPIDs []*actor.PID          // the primaries' actors, in the same order
+	hosts       []sessions.Host       // every Host: primaries, transfer hosts, the overflow host
+	members     []*actor.PID          // their actors
+	named       map[string]*actor.PID // the same, by InjectPanic target name
+	jobs        *actors.JobsHost
+	jobsPID     *actor.PID
+	transfers   []*sessions.TransferHost
+	health      []*backendHealth // one per backend
+	closers     []func() error   // backends, in the order they were opened
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -46,25 +47,22 @@ func (s *servingSet) openSessions() int {
 }
 
 // buildServing opens the backends and builds everything the engine serves, spawned
-// as actors that serve nothing until the root tells them to.
-func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet, err error) {
+// as actors that serve nothing until the root tells them to. The tree holds the
+// backends from the start, and the teardown stops the actors: a set that fails half
+// built is returned with its error, and nothing it opened is left behind.
+func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, named: map[string]*actor.PID{}}
-	defer func() {
-		if err != nil {
-			// Close what was opened; actors spawned so far are poisoned by teardown.
-			set.close()
-		}
-	}()
+	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
 	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc)
 	if err != nil {
-		return nil, err
+		return set, err
 	}
 	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), keyValueProbe(kv), closeKV)
 	kv = healthyKeyValue{Store: kv, h: kvHealth}
 	set.kv = kv
 	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc)
 	if err != nil {
-		return nil, err
+		return set, err
 	}
 	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), objectStorageProbe(objects), closeObjects)
 	objects = healthyObjectStorage{Store: objects, h: objHealth}
@@ -77,11 +75,11 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: slogOf(e.log),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("engine: overflow host: %w", err)
+		return set, fmt.Errorf("engine: overflow host: %w", err)
 	}
 	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, slogOf(e.log))
 	if err != nil {
-		return nil, fmt.Errorf("engine: object storage transfers: %w", err)
+		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
 	services := append([]primaries.Service{
 		keyvalue.Service(kv),
@@ -97,16 +95,17 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 			OnCall:        e.metrics.call,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("engine: service %s: %w", svc.Name, err)
+			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)
 		}
 		set.primaries = append(set.primaries, p)
 		set.hosts = append(set.hosts, p)
 		pid := e.actorSys.Spawn(p.Producer(), "primary", actors.SpawnOpts(svc.Name)...)
+		set.primaryPIDs = append(set.primaryPIDs, pid)
 		set.members = append(set.members, pid)
 		set.named["primary:"+svc.Name] = pid
 	}
-	set.transfers = []*sessions.TransferHost{transfers, overflow.TransferHost}
-	for i, h := range set.transfers {
+	for i, h := range []*sessions.TransferHost{transfers, overflow.TransferHost} {
+		set.transfers = append(set.transfers, h)
 		set.hosts = append(set.hosts, h)
 		pid := h.Spawn(e.actorSys)
 		set.members = append(set.members, pid)
@@ -116,7 +115,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (_ *servingSet
 	if len(e.opts.jobs) > 0 {
 		set.jobs, err = actors.NewJobsHost(e.opts.jobs, e.log, e.metrics.jobRun)
 		if err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
+			return set, fmt.Errorf("engine: %w", err)
 		}
 		set.jobsPID = e.actorSys.Spawn(set.jobs.Producer(), "jobs", actors.SpawnOpts("jobs")...)
 		set.named["jobs"] = set.jobsPID
@@ -190,14 +189,27 @@ func (s *servingSet) answerReceived(ctx context.Context) {
 	wg.Wait()
 }
 
-// poison stops the set's actors.
-func (s *servingSet) poison(ctx context.Context, sys *actor.Engine) {
-	pids := append([]*actor.PID(nil), s.members...)
-	if s.jobsPID != nil {
-		pids = append(pids, s.jobsPID)
+// closeMembers stops the set's actors and closes their hosts, each bounded by ctx:
+// a primary's actor is poisoned and the primary closed (its calls and role steps
+// waited for); a transfer host closes itself and its actor; the jobs host's actor is
+// poisoned and its runs waited for.
+func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) {
+	for i, p := range s.primaries {
+		<-sys.PoisonCtx(ctx, s.primaryPIDs[i]).Done()
+		if err := p.Close(ctx); err != nil {
+			s.log.Warn("closing a service", zap.String("service", p.Name()), zap.Error(err))
+		}
 	}
-	for _, pid := range pids {
-		<-sys.PoisonCtx(ctx, pid).Done()
+	for _, h := range s.transfers {
+		if err := h.Close(ctx); err != nil {
+			s.log.Warn("closing a transfer host", zap.Error(err))
+		}
+	}
+	if s.jobs != nil {
+		<-sys.PoisonCtx(ctx, s.jobsPID).Done()
+		if err := s.jobs.Close(ctx); err != nil {
+			s.log.Warn("closing the jobs", zap.Error(err))
+		}
 	}
 }
 

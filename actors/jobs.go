@@ -51,25 +51,52 @@ func (j Job) Validate() error {
 // JobsHost runs the engine's jobs while it serves. It obeys the role messages: Serve
 // starts the schedules; StopAccepting lets the runs in progress finish (they finish
 // against the engine still serving: itself) and cancels them at the deadline; Stop
-// cancels them at once. Its runners live here, not in the actor, so a restarted actor
-// keeps them.
+// cancels every run at once. Drained and Down answer once the runs they ended have
+// returned.
+//
+// The runners are goroutines the actor starts on Serve, one per job, which report their
+// end by message. They and the role state live here, not in the actor, so a restarted
+// actor keeps them; only the actor changes the role state. The actor waits for nothing:
+// its owner waits for the runners with Close.
 type JobsHost struct {
 	jobs     []Job
 	log      *zap.Logger
 	onResult func(job string, d time.Duration, err error)
 
-	mu      sync.Mutex
-	current *generation    // the schedules running now, nil when halted
-	all     sync.WaitGroup // every runner and halter of every generation
+	// life ends every run for good (Close); every generation's contexts derive from it.
+	life    context.Context
+	endLife context.CancelFunc
+	runners sync.WaitGroup // every runner of every generation: Close waits for it
+
+	// The role state, changed only from the actor.
+	current *generation            // the schedules running now; nil when halted
+	halting map[uint64]*generation // halted generations with a runner still running
+	owed    []owedReply            // Drained and Down not sent yet
+	lastID  uint64                 // the id of the latest generation
 }
 
 // generation is one serving period's runners: a fence followed by a restore starts a
 // new one while the old one may still be finishing.
 type generation struct {
-	sched  context.CancelFunc // ends the schedules: no new runs
-	cancel context.CancelFunc // ends the runs in progress
-	wg     sync.WaitGroup
+	id       uint64
+	sched    context.CancelFunc // ends the schedules: no new runs
+	cancel   context.CancelFunc // ends the runs in progress
+	live     int                // runners that have not reported their end
+	deadline time.Time          // when a halted generation's runs are cancelled
 }
+
+// owedReply is a Drained or a Down, sent once every generation up to upTo has ended.
+type owedReply struct {
+	to   *actor.PID
+	msg  any
+	upTo uint64
+}
+
+// Messages the jobs actor gets from its runners and its timers.
+type (
+	runnerEnded  struct{ gen uint64 }
+	runsDeadline struct{ gen uint64 }
+)
 
 // NewJobsHost validates jobs. onResult (optional) sees every run's outcome.
 func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.Duration, err error)) (*JobsHost, error) {
@@ -86,14 +113,9 @@ func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.D
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &JobsHost{jobs: jobs, log: log.Named("jobs"), onResult: onResult}, nil
-}
-
-// Running reports whether the schedules run.
-func (h *JobsHost) Running() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.current != nil
+	life, endLife := context.WithCancel(context.Background())
+	return &JobsHost{jobs: jobs, log: log.Named("jobs"), onResult: onResult,
+		life: life, endLife: endLife, halting: map[uint64]*generation{}}, nil
 }
 
 // Producer is the actor's producer.
@@ -101,25 +123,21 @@ func (h *JobsHost) Producer() actor.Producer {
 	return func() actor.Receiver { return &jobsActor{h: h} }
 }
 
-func (h *JobsHost) start() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.current != nil {
-		return
-	}
-	g := &generation{}
-	sctx, sched := context.WithCancel(context.Background())
-	rctx, cancel := context.WithCancel(context.Background())
-	g.sched, g.cancel = sched, cancel
-	h.current = g
-	for _, j := range h.jobs {
-		g.wg.Add(1)
-		h.all.Add(1)
-		go func() {
-			defer h.all.Done()
-			defer g.wg.Done()
-			h.loop(sctx, rctx, j)
-		}()
+// Close ends every run for good and waits until every runner has returned, or ctx
+// ends. Call it once the actor has stopped (its spawner poisons it, and its Stopped
+// cancels the runs): a stopped actor starts no runner.
+func (h *JobsHost) Close(ctx context.Context) error {
+	h.endLife()
+	done := make(chan struct{})
+	go func() {
+		h.runners.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("actors: a job's run did not return when cancelled: %w", ctx.Err())
 	}
 }
 
@@ -156,69 +174,178 @@ func runJob(ctx context.Context, j Job) (err error) {
 	return j.Run(ctx)
 }
 
-// halt stops the schedules; runs in progress get until deadline (zero: cancelled now).
-// done is called once every runner of the generation has returned.
-func (h *JobsHost) halt(deadline time.Time, done func()) {
-	h.mu.Lock()
-	g := h.current
-	h.current = nil
-	h.mu.Unlock()
-	if g == nil {
-		done()
-		return
-	}
-	g.sched()
-	var timer *time.Timer
-	if deadline.IsZero() {
-		g.cancel()
-	} else {
-		timer = time.AfterFunc(time.Until(deadline), g.cancel)
-	}
-	h.all.Add(1)
-	go func() {
-		defer h.all.Done()
-		g.wg.Wait()
-		if timer != nil {
-			timer.Stop()
-		}
-		g.cancel()
-		done()
-	}()
+// jobsActor is the jobs host's actor. Its timers (a halted generation's deadline) are
+// its own: stopped when the generation ends, on Stopped and on a restart, which arms
+// them again from the host.
+type jobsActor struct {
+	h      *JobsHost
+	timers map[uint64]*time.Timer
 }
-
-type jobsActor struct{ h *JobsHost }
 
 func (a *jobsActor) Receive(c *actor.Context) {
+	h := a.h
 	from := c.Sender()
-	reply := func(msg any) {
-		if from != nil {
-			c.Send(from, msg)
-		}
-	}
 	switch m := c.Message().(type) {
 	case Serve:
-		a.h.start()
-		reply(Accepting{From: c.PID(), On: true})
+		a.start(c)
+		if from != nil {
+			c.Send(from, Accepting{From: c.PID(), On: true})
+		}
 	case StopAccepting:
-		e, self := c.Engine(), c.PID()
-		a.h.halt(m.Deadline, func() {
-			if from != nil {
-				e.Send(from, Drained{From: self})
-			}
-		})
-		reply(Accepting{From: c.PID(), On: false})
+		// No new runs; the runs in progress get until the deadline.
+		a.halt(c, m.Deadline)
+		a.owe(c, from, Drained{From: c.PID()})
+		if from != nil {
+			c.Send(from, Accepting{From: c.PID(), On: false})
+		}
 	case Stop:
-		e, self := c.Engine(), c.PID()
-		a.h.halt(time.Time{}, func() {
-			if from != nil {
-				e.Send(from, Down{From: self})
-			}
-		})
+		a.halt(c, time.Time{})
+		for _, g := range h.halting {
+			g.cancel()
+		}
+		a.owe(c, from, Down{From: c.PID()})
+	case runnerEnded:
+		a.runnerEnded(c, m.gen)
+	case runsDeadline:
+		if g := h.halting[m.gen]; g != nil {
+			g.cancel()
+		}
 	case actor.Stopped:
-		a.h.halt(time.Time{}, func() {})
-		a.h.all.Wait()
+		a.stopTimers()
+		if g := h.current; g != nil {
+			g.sched()
+			g.cancel()
+		}
+		for _, g := range h.halting {
+			g.cancel()
+		}
+		// No wait here: Close waits for the runners.
 	}
 }
 
-// Restart implements Restarter: the runners live in the host and go on.
-func (a *jobsActor) Restart(*actor.Context) {}
+// Restart implements Restarter: the runners live in the host and go on; the deadline
+// timers are armed again.
+func (a *jobsActor) Restart(c *actor.Context) {
+	a.stopTimers()
+	for _, g := range a.h.halting {
+		if !g.deadline.IsZero() {
+			a.arm(c, g)
+		}
+	}
+}
+
+// start starts a generation: one runner per job. Each reports its end by message.
+func (a *jobsActor) start(c *actor.Context) {
+	h := a.h
+	if h.current != nil || h.life.Err() != nil {
+		return
+	}
+	h.lastID++
+	g := &generation{id: h.lastID}
+	sctx, sched := context.WithCancel(h.life)
+	rctx, cancel := context.WithCancel(h.life)
+	g.sched, g.cancel = sched, cancel
+	h.current = g
+	e, self := c.Engine(), c.PID()
+	for _, j := range h.jobs {
+		g.live++
+		h.runners.Add(1)
+		go func() {
+			defer h.runners.Done()
+			h.loop(sctx, rctx, j)
+			e.Send(self, runnerEnded{gen: g.id})
+		}()
+	}
+}
+
+// halt ends the current generation's schedules; its runs in progress are cancelled at
+// deadline (zero: now).
+func (a *jobsActor) halt(c *actor.Context, deadline time.Time) {
+	h := a.h
+	g := h.current
+	if g == nil {
+		return
+	}
+	h.current = nil
+	g.sched()
+	if g.live == 0 {
+		g.cancel()
+		return
+	}
+	h.halting[g.id] = g
+	if deadline.IsZero() || !time.Now().Before(deadline) {
+		g.cancel()
+		return
+	}
+	g.deadline = deadline
+	a.arm(c, g)
+}
+
+func (a *jobsActor) arm(c *actor.Context, g *generation) {
+	if a.timers == nil {
+		a.timers = map[uint64]*time.Timer{}
+	}
+	if t := a.timers[g.id]; t != nil {
+		t.Stop()
+	}
+	e, self, id := c.Engine(), c.PID(), g.id
+	a.timers[g.id] = time.AfterFunc(time.Until(g.deadline), func() { e.Send(self, runsDeadline{gen: id}) })
+}
+
+func (a *jobsActor) runnerEnded(c *actor.Context, id uint64) {
+	h := a.h
+	g := h.halting[id]
+	if g == nil {
+		if h.current != nil && h.current.id == id {
+			h.current.live-- // ended with the host's life (Close)
+		}
+		return
+	}
+	if g.live--; g.live > 0 {
+		return
+	}
+	delete(h.halting, id)
+	g.cancel()
+	if t := a.timers[id]; t != nil {
+		t.Stop()
+		delete(a.timers, id)
+	}
+	a.pay(c)
+}
+
+// owe records a reply due to `to` once every generation there is now has ended.
+func (a *jobsActor) owe(c *actor.Context, to *actor.PID, msg any) {
+	if to == nil {
+		return
+	}
+	a.h.owed = append(a.h.owed, owedReply{to: to, msg: msg, upTo: a.h.lastID})
+	a.pay(c)
+}
+
+// pay sends the replies whose generations have all ended.
+func (a *jobsActor) pay(c *actor.Context) {
+	h := a.h
+	kept := h.owed[:0]
+	for _, o := range h.owed {
+		pending := false
+		for id := range h.halting {
+			if id <= o.upTo {
+				pending = true
+				break
+			}
+		}
+		if pending {
+			kept = append(kept, o)
+			continue
+		}
+		c.Send(o.to, o.msg)
+	}
+	h.owed = kept
+}
+
+func (a *jobsActor) stopTimers() {
+	for id, t := range a.timers {
+		t.Stop()
+		delete(a.timers, id)
+	}
+}

@@ -141,6 +141,9 @@ func (o *Ownership) Child(name string) *actor.PID {
 	return o.core.children[name]
 }
 
+// Config is the lease configuration the ownership runs with.
+func (o *Ownership) Config() lease.Config { return o.core.cfg.Lease }
+
 // Gate is the gate the ownership moves.
 func (o *Ownership) Gate() *lease.Gate { return o.core.gate }
 

@@ -7,23 +7,55 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
 	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
 )
 
-// Handover phases, as reported to RootConfig.OnPhase with their durations.
+// The root actor turns the ownership's role broadcasts into role commands for every
+// member (serving and the fencing cascade, in roleChanged) and runs the handover
+// cascade (handover and begin). Both cascades are written out below as the messages
+// they send and the replies they wait for; docs/architecture.md draws them.
+
+// Phase is where the root stands in the handover cascade.
+type Phase int
+
+// The phases, in the order the cascade goes through them.
 const (
-	PhaseJobs     = "jobs"     // jobs stop; runs in progress finish
-	PhaseRelease  = "release"  // the lease is released
-	PhaseDrain    = "drain"    // shared subscriptions end; received calls and sessions finish
-	PhaseSessions = "sessions" // the second wait for sessions
-	PhaseStop     = "stop"     // everything left is closed
+	// PhaseRelaying: no handover asked for; the root relays role changes to the members.
+	PhaseRelaying Phase = iota + 1
+	PhaseJobs           // jobs stop; runs in progress finish
+	PhaseRelease        // the lease is released
+	PhaseDrain          // shared subscriptions end; received calls and sessions finish
+	PhaseSessions       // the second wait for sessions
+	PhaseStop           // everything left is stopped
+	PhaseDone           // the handover is over: Ended is closed
 )
+
+var phaseNames = [...]string{
+	PhaseRelaying: "relaying",
+	PhaseJobs:     "jobs",
+	PhaseRelease:  "release",
+	PhaseDrain:    "drain",
+	PhaseSessions: "sessions",
+	PhaseStop:     "stop",
+	PhaseDone:     "done",
+}
+
+func (p Phase) String() string {
+	if p >= PhaseRelaying && p <= PhaseDone {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
 
 // stopBound bounds the wait for members to confirm Stop: a member that never answers
 // must not hold the process forever.
 const stopBound = 5 * time.Second
+
+// serveRetry is the pause before a member that failed to serve is told Serve again.
+const serveRetry = 500 * time.Millisecond
 
 // RootConfig is what the root actor sequences.
 type RootConfig struct {
@@ -36,48 +68,70 @@ type RootConfig struct {
 	// release (drain_seconds; 0 closes them at once).
 	Drain time.Duration
 	// Sessions is the second wait for sessions over every host (a call answered during
-	// the first wait can park an overflowing reply on a host already done). Optional.
+	// the first wait can park an overflowing reply on a host already done). It must
+	// return when its ctx ends. Optional.
 	Sessions func(ctx context.Context) error
-	// OnPhase sees each handover phase's duration. Optional.
-	OnPhase func(phase string, d time.Duration)
+	// OnPhase sees each handover phase's duration, on the root's goroutine. Optional.
+	OnPhase func(phase Phase, d time.Duration)
 	Logger  *zap.Logger
 }
 
-// Root is the handle on the engine's root actor. It turns the ownership's role
-// broadcasts into role commands for every member and runs the handover cascade.
+// Root is the handle on the engine's root actor. Its methods read the snapshot the
+// actor publishes; only the actor changes the cascade.
 type Root struct {
-	cfg RootConfig
-	pid *actor.PID
-	log *zap.Logger
+	cfg    RootConfig
+	engine *actor.Engine
+	pid    *actor.PID
+	log    *zap.Logger
 
-	// durable state of the cascade, kept here so a restarted root carries on
-	mu         sync.Mutex
-	handing    bool
-	phase      string
-	phaseStart time.Time
-	deadline   time.Time
-	waiting    map[string]bool // members (PID strings) a phase still waits for
-	ended      chan struct{}   // closed when the engine must end: handover done, lost, timed out
-	endErr     error
-	sessCancel context.CancelFunc
-	sessWG     sync.WaitGroup
+	// st is the cascade's state. Root (the spawner) owns it so that a root restarted
+	// after a panic carries on where it was; only the actor's Receive touches it.
+	st    *cascade
+	view  *notify.Value[rootView]
+	ended chan struct{} // closed by the actor once it has published the end
 
-	// serving confirmations of the current serving period
-	upWaiting map[string]bool
-	up        chan struct{} // closed once every member and the jobs host accept
-	// state is the role the members carry out: serving only once every member and the
-	// jobs host have confirmed the last Serve; until then the state before it.
-	state lease.State
+	closeOnce sync.Once
+	closeErr  error
 }
 
-type (
-	rootTick     struct{ phase string }
-	sessionsDone struct{ err error }
-	retryServe   struct{ to *actor.PID }
-)
+// cascade is the root's role state.
+type cascade struct {
+	phase      Phase
+	phaseStart time.Time
+	deadline   time.Time       // the current phase's; zero for none
+	waiting    map[string]bool // members (PID strings) the current phase waits for
+	drainBy    time.Time       // the drain deadline, which the second wait for sessions keeps
 
-// serveRetry is the pause before a member that failed to serve is told Serve again.
-const serveRetry = 500 * time.Millisecond
+	// the serving period: Serve was sent, and these members have not confirmed it yet
+	state     lease.State // what the members carry out (serving once all confirmed)
+	up        bool        // every member confirmed the current period's Serve
+	upWaiting map[string]bool
+	served    uint64 // serving periods confirmed so far
+
+	ended bool
+	err   error
+
+	// the second wait for sessions, a goroutine the root starts in PhaseSessions
+	sessCancel context.CancelFunc
+	sessDone   chan struct{} // closed once it has returned; nil when none started
+}
+
+// rootView is the snapshot the handles read.
+type rootView struct {
+	phase  Phase
+	state  lease.State
+	up     bool
+	served uint64
+	ended  bool
+	err    error
+}
+
+// Messages the root sends itself: from its timers and its sessions goroutine.
+type (
+	phaseDeadline struct{ phase Phase }
+	sessionsDone  struct{ err error }
+	retryServe    struct{ to *actor.PID }
+)
 
 // SpawnRoot spawns the root actor; it subscribes itself to the ownership.
 func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
@@ -88,8 +142,13 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Root{cfg: cfg, log: log.Named("root"), ended: make(chan struct{}), up: make(chan struct{}), state: lease.StateIdle}
-	r.pid = e.Spawn(func() actor.Receiver { return &rootActor{r: r} }, "root", SpawnOpts("engine")...)
+	st := &cascade{phase: PhaseRelaying, state: lease.StateIdle}
+	r := &Root{
+		cfg: cfg, engine: e, log: log.Named("root"), st: st,
+		view:  notify.New(rootView{phase: st.phase, state: st.state}),
+		ended: make(chan struct{}),
+	}
+	r.pid = e.Spawn(func() actor.Receiver { return &rootActor{r: r, st: st} }, "root", SpawnOpts("engine")...)
 	return r, nil
 }
 
@@ -103,99 +162,151 @@ func (r *Root) Ended() <-chan struct{} { return r.ended }
 // Err is why the engine ended on its own (*lease.LostError, *lease.StandbyTimeoutError,
 // or *lease.AlreadyServingError for a standby that another engine of its rollout beat to
 // the released lease), nil after a handover or while running.
-func (r *Root) Err() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.endErr
-}
+func (r *Root) Err() error { return r.view.Load().err }
 
-// Phase is the handover phase in progress ("" before a handover, "done" after).
-func (r *Root) Phase() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.phase
-}
+// Phase is the handover phase in progress: PhaseRelaying before a handover, PhaseDone
+// after it.
+func (r *Root) Phase() Phase { return r.view.Load().phase }
+
+// State is the role the engine's members carry out: StateServing only once every member
+// and the jobs host have confirmed the last Serve (the services answer), and until then
+// the state before it (idle, standby, fenced). Leaving serving shows first in the
+// ownership's status, which the root hears of after it.
+func (r *Root) State() lease.State { return r.view.Load().state }
 
 // Handover starts the cascade and waits until it is done or ctx ends. Calling it
 // again waits for the same cascade.
-func (r *Root) Handover(ctx context.Context, e *actor.Engine) error {
-	e.Send(r.pid, Handover{})
+func (r *Root) Handover(ctx context.Context) error {
+	r.engine.Send(r.pid, Handover{})
 	select {
 	case <-r.ended:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("actors: handover in phase %q: %w", r.Phase(), ctx.Err())
+		return fmt.Errorf("actors: handover in phase %s: %w", r.Phase(), ctx.Err())
 	}
 }
 
 // WaitServing waits until every member and the jobs host have confirmed the last
 // Serve: the engine takes calls.
 func (r *Root) WaitServing(ctx context.Context) error {
-	r.mu.Lock()
-	up := r.up
-	r.mu.Unlock()
-	select {
-	case <-up:
+	from := r.view.Load().served
+	v, err := r.view.Wait(ctx, func(v rootView) bool { return v.up || v.served > from || v.ended })
+	switch {
+	case err != nil:
+		return fmt.Errorf("actors: waiting for the services to serve: %w", err)
+	case v.up || v.served > from:
 		return nil
-	case <-r.ended:
-		if err := r.Err(); err != nil {
-			return err
+	case v.err != nil:
+		return v.err
+	}
+	return errors.New("actors: the engine ended before it served")
+}
+
+// Close stops the root for good: it poisons the actor (whose Stopped stops its timers
+// and cancels the second wait for sessions) and waits for that wait to return, bounded
+// by ctx. It is safe to call more than once.
+func (r *Root) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		<-r.engine.PoisonCtx(ctx, r.pid).Done()
+		if ctx.Err() != nil {
+			r.closeErr = fmt.Errorf("actors: stopping the root actor: %w", ctx.Err())
+			return
 		}
-		return errors.New("actors: the engine ended before it served")
-	case <-ctx.Done():
-		return fmt.Errorf("actors: waiting for the services to serve: %w", ctx.Err())
-	}
+		// The actor is gone (hollywood removes it before its Stopped, and ends the
+		// poison's context after), so its cascade is ours to read.
+		if done := r.st.sessDone; done != nil {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				r.closeErr = fmt.Errorf("actors: the second wait for sessions did not return: %w", ctx.Err())
+			}
+		}
+	})
+	return r.closeErr
 }
 
-// State is the role the engine's members carry out: StateServing only once every member
-// and the jobs host have confirmed the last Serve (the services answer), and until then
-// the state before it (idle, standby, fenced). Leaving serving shows first in the
-// ownership's status, which the root hears of after it.
-func (r *Root) State() lease.State {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state
+// rootActor is the root. Its timers are its own: stopped when the phase moves on, on
+// Stopped and on a restart, which arms them again from the cascade.
+type rootActor struct {
+	r          *Root
+	st         *cascade
+	phaseTimer *time.Timer
+	retries    map[string]*time.Timer // members to tell Serve again, by PID string
 }
-
-func (r *Root) setState(s lease.State) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.state = s
-}
-
-// Stop waits for the second session wait, if one runs.
-func (r *Root) Stop() {
-	r.mu.Lock()
-	cancel := r.sessCancel
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	r.sessWG.Wait()
-}
-
-type rootActor struct{ r *Root }
 
 func (a *rootActor) Receive(c *actor.Context) {
-	r := a.r
 	switch m := c.Message().(type) {
 	case actor.Started:
-		c.Send(r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
-	case Serving:
-		if !r.handingOver() {
-			r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Bool("restored", m.Restored))
-			a.expectUp()
-			a.fanOut(c, Serve{}, true)
+		c.Send(a.r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
+	case actor.Stopped:
+		a.stopTimers()
+		if a.st.sessCancel != nil {
+			a.st.sessCancel() // Close waits for it
 		}
+		return
+	case Serving, StandingBy, Fenced, Lost, Released, ClaimFailed:
+		a.roleChanged(c, m)
+	case Accepting:
+		if m.On {
+			a.accepted(m.From)
+		}
+	case ServeFailed:
+		a.serveFailed(c, m)
+	case retryServe:
+		delete(a.retries, m.to.String())
+		if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
+			c.Send(m.to, Serve{})
+		}
+	case Handover, Drained, Down, phaseDeadline, sessionsDone:
+		a.handover(c, m)
+	}
+	a.publish()
+}
+
+// Restart implements Restarter. The cascade is in Root, so only the timers are the
+// instance's: they are stopped and the phase deadline armed again (a phase waiting on a
+// message the panic dropped is moved on by it). The root subscribes again, which brings
+// the current role: a role change the panic dropped is not missed, and a Serve to retry
+// is sent again with it. A second wait for sessions goes on; it reports to the same PID.
+func (a *rootActor) Restart(c *actor.Context) {
+	a.stopTimers()
+	a.armPhase(c)
+	c.Send(a.r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
+	a.publish()
+}
+
+// roleChanged relays a role change of the ownership to the members. It is the root's
+// part of serving and of the fencing cascade (docs/architecture.md, cascade 2):
+//
+//	Serving      → Serve to every member and the jobs host; waits for Accepting{On: true}
+//	               from each (ServeFailed: Serve again after serveRetry), then State is
+//	               serving. Serving{Restored} after a fence is the same. Ignored once a
+//	               handover has begun.
+//	StandingBy   → nothing to tell; State is standby.
+//	Fenced       → Stop to every member and the jobs host, at once; no reply awaited.
+//	Lost         → Stop to every member and the jobs host; the engine ends with a
+//	               *lease.LostError, unless a handover runs (it goes on to its end).
+//	ClaimFailed  → the engine ends with the claim's error: it will never serve.
+//	Released     → State is released; the handover's release phase moves on.
+func (a *rootActor) roleChanged(c *actor.Context, msg any) {
+	st := a.st
+	switch m := msg.(type) {
+	case Serving:
+		if st.phase != PhaseRelaying {
+			return
+		}
+		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Bool("restored", m.Restored))
+		a.expectUp()
+		a.fanOut(c, Serve{}, true)
 	case StandingBy:
-		r.setState(lease.StateStandby)
+		st.state = lease.StateStandby
 	case Fenced:
 		a.notUp(lease.StateFenced)
 		a.fanOut(c, Stop{}, true)
 	case Lost:
 		a.notUp(lease.StateLost)
 		a.fanOut(c, Stop{}, true)
-		if !r.handingOver() {
+		if st.phase == PhaseRelaying {
 			a.end(&lease.LostError{Holder: m.Holder})
 		}
 	case ClaimFailed:
@@ -203,54 +314,264 @@ func (a *rootActor) Receive(c *actor.Context) {
 		// a standby's, timed out or beaten to a released lease by an engine of its own
 		// rollout. Either way it will never serve: end, as a refused engine does.
 		a.end(m.Err)
-	case Handover:
-		a.beginHandover(c)
-	case Accepting:
-		if m.On {
-			a.accepted(m.From)
-		}
-	case ServeFailed:
-		// Retry after a pause; a broker that is away comes back, and a fence or a
-		// handover meanwhile makes the retry moot.
-		r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
-		e, self, to := c.Engine(), c.PID(), m.From
-		time.AfterFunc(serveRetry, func() { e.Send(self, retryServe{to: to}) })
-	case retryServe:
-		if st := r.cfg.Ownership.Status().State; st == lease.StateServing && !r.handingOver() {
-			c.Send(m.to, Serve{})
-		}
-	case Drained, Down:
-		a.answered(c, m)
 	case Released:
 		a.notUp(lease.StateReleased)
-		if r.Phase() == PhaseRelease {
-			a.drain(c)
-		}
-	case rootTick:
-		if r.Phase() == m.phase {
-			r.log.Warn("handover phase deadline passed", zap.String("phase", m.phase))
-			a.next(c)
-		}
-	case sessionsDone:
-		if r.Phase() == PhaseSessions {
-			if m.err != nil {
-				r.log.Warn("sessions still open at the drain deadline", zap.Error(m.err))
-			}
-			a.stopAll(c)
-		}
+		a.handover(c, m)
 	}
 }
 
-// Restart implements Restarter: the cascade's state is in Root; a phase waiting on a
-// message already received is moved on by its deadline.
-func (a *rootActor) Restart(c *actor.Context) {
-	c.Send(a.r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
+// expectUp starts a serving period: every member and the jobs host must confirm Serve.
+func (a *rootActor) expectUp() {
+	st := a.st
+	a.stopRetries() // the Serve that follows reaches every member
+	st.up = false
+	st.upWaiting = map[string]bool{}
+	for _, pid := range a.members(true) {
+		st.upWaiting[pid.String()] = true
+	}
+	if len(st.upWaiting) == 0 {
+		a.upNow()
+	}
 }
 
-func (r *Root) handingOver() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.handing
+// accepted counts a member's confirmation of the period's Serve.
+func (a *rootActor) accepted(from *actor.PID) {
+	st := a.st
+	if from == nil || !st.upWaiting[from.String()] {
+		return
+	}
+	delete(st.upWaiting, from.String())
+	if len(st.upWaiting) == 0 {
+		a.upNow()
+	}
+}
+
+func (a *rootActor) upNow() {
+	st := a.st
+	st.up, st.upWaiting, st.state = true, nil, lease.StateServing
+	st.served++
+}
+
+// notUp ends a serving period: the members were told to stop, so the engine no longer
+// serves, and confirmations of the period's Serve no longer count.
+func (a *rootActor) notUp(s lease.State) {
+	st := a.st
+	st.state, st.up, st.upWaiting = s, false, nil
+	a.stopRetries()
+}
+
+// serveFailed tells the member Serve again after a pause: a broker that is away comes
+// back, and a fence or a handover meanwhile makes the retry moot.
+func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
+	if m.From == nil {
+		return
+	}
+	a.r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	key := m.From.String()
+	if t := a.retries[key]; t != nil {
+		t.Stop()
+	}
+	if a.retries == nil {
+		a.retries = map[string]*time.Timer{}
+	}
+	e, self, to := c.Engine(), c.PID(), m.From
+	a.retries[key] = time.AfterFunc(serveRetry, func() { e.Send(self, retryServe{to: to}) })
+}
+
+// handover runs the handover cascade (docs/architecture.md, cascade 1). msg is what
+// arrived: the Handover that starts it, a reply, or a phase's deadline. Each phase
+// sends its message (begin) and waits for its replies, bounded by its deadline; once
+// the wait is over, the next phase begins:
+//
+//	jobs      StopAccepting{drain deadline} → jobs host       waits for its Drained
+//	release   Release → ownership                             waits for Released
+//	                                                          (two renewal periods)
+//	drain     StopAccepting{drain deadline} → every member    waits for Drained from each
+//	sessions  the second wait for sessions, on a goroutine    waits for sessionsDone
+//	                                                          (the drain deadline)
+//	stop      Stop → every member and the jobs host           waits for Down from each
+//	                                                          (stopBound)
+//	done      Ended closes; Err is nil.
+func (a *rootActor) handover(c *actor.Context, msg any) {
+	st := a.st
+	switch m := msg.(type) {
+	case Handover:
+		if st.phase != PhaseRelaying {
+			return // one cascade; Handover again waits for it
+		}
+		a.stopRetries()
+	case Drained:
+		if (st.phase != PhaseJobs && st.phase != PhaseDrain) || !a.answered(m.From) {
+			return
+		}
+	case Released:
+		if st.phase != PhaseRelease {
+			return
+		}
+	case sessionsDone:
+		if st.phase != PhaseSessions {
+			return
+		}
+		if m.err != nil {
+			a.r.log.Warn("sessions still open at the drain deadline", zap.Error(m.err))
+		}
+	case Down:
+		if st.phase != PhaseStop || !a.answered(m.From) {
+			return
+		}
+	case phaseDeadline:
+		if st.phase != m.phase {
+			return
+		}
+		a.r.log.Warn("handover phase deadline passed", zap.Stringer("phase", m.phase), zap.Int("unanswered", len(st.waiting)))
+	default:
+		return
+	}
+	for p := st.phase + 1; !a.begin(c, p); p++ {
+	}
+}
+
+// begin enters phase p and sends its message. It reports whether the phase waits;
+// one with nothing to wait for is over at once, and the next one begins.
+func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
+	r, st := a.r, a.st
+	switch p {
+	case PhaseJobs:
+		if r.cfg.Jobs == nil {
+			return false
+		}
+		st.drainBy = time.Now().Add(r.cfg.Drain)
+		a.enter(c, p, st.drainBy, r.cfg.Jobs)
+		c.Send(r.cfg.Jobs, StopAccepting{Deadline: st.drainBy})
+		return true
+	case PhaseRelease:
+		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
+		if r.cfg.Ownership.Status().State.Terminal() {
+			return false // nothing to release: lost, or released already
+		}
+		c.Send(r.cfg.Ownership.PID(), Release{})
+		return true
+	case PhaseDrain:
+		st.drainBy = time.Now().Add(r.cfg.Drain)
+		a.enter(c, p, st.drainBy, r.cfg.Members...)
+		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
+			return false
+		}
+		a.fanOut(c, StopAccepting{Deadline: st.drainBy}, false)
+		return true
+	case PhaseSessions:
+		a.enter(c, p, st.drainBy)
+		if r.cfg.Sessions == nil || !time.Now().Before(st.drainBy) {
+			return false
+		}
+		a.waitSessions(c)
+		return true
+	case PhaseStop:
+		pids := a.members(true)
+		a.enter(c, p, time.Now().Add(stopBound), pids...)
+		if len(pids) == 0 {
+			return false
+		}
+		a.fanOut(c, Stop{}, true)
+		return true
+	default:
+		a.enter(c, PhaseDone, time.Time{})
+		a.end(nil)
+		return true
+	}
+}
+
+// enter makes p the current phase, waiting for an answer from each of pids, bounded by
+// deadline; it reports the duration of the phase it leaves.
+func (a *rootActor) enter(c *actor.Context, p Phase, deadline time.Time, pids ...*actor.PID) {
+	r, st := a.r, a.st
+	now := time.Now()
+	if st.phase > PhaseRelaying && r.cfg.OnPhase != nil {
+		r.cfg.OnPhase(st.phase, now.Sub(st.phaseStart))
+	}
+	st.phase, st.phaseStart, st.deadline = p, now, deadline
+	st.waiting = map[string]bool{}
+	for _, pid := range pids {
+		st.waiting[pid.String()] = true
+	}
+	r.log.Info("handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)))
+	a.armPhase(c)
+}
+
+// answered counts a member's answer for the current phase; it reports whether the
+// phase has every answer it waits for.
+func (a *rootActor) answered(from *actor.PID) bool {
+	st := a.st
+	if from == nil || !st.waiting[from.String()] {
+		return false
+	}
+	delete(st.waiting, from.String())
+	return len(st.waiting) == 0
+}
+
+// waitSessions starts the second wait for sessions, bounded by the drain deadline. The
+// goroutine is the root's: Stopped cancels it and Close waits for it.
+func (a *rootActor) waitSessions(c *actor.Context) {
+	st := a.st
+	ctx, cancel := context.WithDeadline(context.Background(), st.drainBy)
+	done := make(chan struct{})
+	st.sessCancel, st.sessDone = cancel, done
+	e, self, wait := c.Engine(), c.PID(), a.r.cfg.Sessions
+	go func() {
+		defer close(done)
+		defer cancel()
+		e.Send(self, sessionsDone{err: wait(ctx)})
+	}()
+}
+
+func (a *rootActor) end(err error) {
+	st := a.st
+	if st.ended {
+		return
+	}
+	st.ended, st.err = true, err
+	a.publish() // Err is readable once Ended is closed
+	close(a.r.ended)
+}
+
+// publish puts the cascade where the handles read it.
+func (a *rootActor) publish() {
+	st := a.st
+	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, ended: st.ended, err: st.err}
+	a.r.view.Update(func(old rootView) (rootView, bool) {
+		// err is set once, with ended; errors need not be comparable.
+		return v, v.phase != old.phase || v.state != old.state || v.up != old.up ||
+			v.served != old.served || v.ended != old.ended
+	})
+}
+
+// armPhase arms the current phase's deadline, replacing the timer of the phase before.
+func (a *rootActor) armPhase(c *actor.Context) {
+	if a.phaseTimer != nil {
+		a.phaseTimer.Stop()
+		a.phaseTimer = nil
+	}
+	st := a.st
+	if st.deadline.IsZero() || st.phase == PhaseRelaying || st.phase == PhaseDone {
+		return
+	}
+	e, self, p := c.Engine(), c.PID(), st.phase
+	a.phaseTimer = time.AfterFunc(time.Until(st.deadline), func() { e.Send(self, phaseDeadline{phase: p}) })
+}
+
+func (a *rootActor) stopRetries() {
+	for key, t := range a.retries {
+		t.Stop()
+		delete(a.retries, key)
+	}
+}
+
+func (a *rootActor) stopTimers() {
+	if a.phaseTimer != nil {
+		a.phaseTimer.Stop()
+		a.phaseTimer = nil
+	}
+	a.stopRetries()
 }
 
 func (a *rootActor) members(withJobs bool) []*actor.PID {
@@ -265,211 +586,4 @@ func (a *rootActor) fanOut(c *actor.Context, msg any, withJobs bool) {
 	for _, pid := range a.members(withJobs) {
 		c.Send(pid, msg)
 	}
-}
-
-// expectUp starts a serving period: WaitServing waits for every member to accept.
-func (a *rootActor) expectUp() {
-	r := a.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.up:
-		r.up = make(chan struct{})
-	default:
-	}
-	r.upWaiting = map[string]bool{}
-	for _, pid := range a.members(true) {
-		r.upWaiting[pid.String()] = true
-	}
-	if len(r.upWaiting) == 0 {
-		close(r.up)
-		r.state = lease.StateServing
-	}
-}
-
-// notUp ends a serving period: the members were told to stop, so the engine no longer
-// serves, and confirmations of the period's Serve no longer count.
-func (a *rootActor) notUp(s lease.State) {
-	r := a.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.state = s
-	r.upWaiting = nil
-	select {
-	case <-r.up:
-		r.up = make(chan struct{})
-	default:
-	}
-}
-
-func (a *rootActor) accepted(from *actor.PID) {
-	r := a.r
-	if from == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.upWaiting == nil || !r.upWaiting[from.String()] {
-		return
-	}
-	delete(r.upWaiting, from.String())
-	if len(r.upWaiting) == 0 {
-		close(r.up)
-		r.state = lease.StateServing
-	}
-}
-
-// enter starts a phase that waits for an answer from each of pids, bounded by deadline.
-func (a *rootActor) enter(c *actor.Context, phase string, pids []*actor.PID, deadline time.Time) {
-	r := a.r
-	r.mu.Lock()
-	if r.phase != "" && r.phase != "done" && r.cfg.OnPhase != nil {
-		r.cfg.OnPhase(r.phase, time.Since(r.phaseStart))
-	}
-	r.phase, r.phaseStart, r.deadline = phase, time.Now(), deadline
-	r.waiting = map[string]bool{}
-	for _, pid := range pids {
-		r.waiting[pid.String()] = true
-	}
-	r.mu.Unlock()
-	r.log.Info("handover", zap.String("phase", phase), zap.Int("waiting_for", len(pids)))
-	if !deadline.IsZero() {
-		e, self := c.Engine(), c.PID()
-		time.AfterFunc(time.Until(deadline), func() { e.Send(self, rootTick{phase: phase}) })
-	}
-}
-
-func (a *rootActor) beginHandover(c *actor.Context) {
-	r := a.r
-	r.mu.Lock()
-	if r.handing {
-		r.mu.Unlock()
-		return
-	}
-	r.handing = true
-	r.mu.Unlock()
-	if r.cfg.Jobs == nil {
-		a.release(c)
-		return
-	}
-	deadline := time.Now().Add(r.cfg.Drain)
-	a.enter(c, PhaseJobs, []*actor.PID{r.cfg.Jobs}, deadline)
-	c.Send(r.cfg.Jobs, StopAccepting{Deadline: deadline})
-}
-
-func (a *rootActor) release(c *actor.Context) {
-	r := a.r
-	lc := r.cfg.Ownership.core.cfg.Lease
-	a.enter(c, PhaseRelease, nil, time.Now().Add(lc.RenewEvery()*2))
-	if r.cfg.Ownership.Status().State.Terminal() {
-		a.drain(c)
-		return
-	}
-	c.Send(r.cfg.Ownership.PID(), Release{})
-}
-
-func (a *rootActor) drain(c *actor.Context) {
-	r := a.r
-	members := a.members(false)
-	deadline := time.Now().Add(r.cfg.Drain)
-	a.enter(c, PhaseDrain, members, deadline)
-	if len(members) == 0 || r.cfg.Drain <= 0 {
-		a.next(c)
-		return
-	}
-	a.fanOut(c, StopAccepting{Deadline: deadline}, false)
-}
-
-func (a *rootActor) sessions(c *actor.Context) {
-	r := a.r
-	r.mu.Lock()
-	deadline := r.deadline
-	r.mu.Unlock()
-	a.enter(c, PhaseSessions, nil, deadline)
-	if r.cfg.Sessions == nil || !time.Now().Before(deadline) {
-		a.stopAll(c)
-		return
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	r.mu.Lock()
-	r.sessCancel = cancel
-	r.mu.Unlock()
-	e, self := c.Engine(), c.PID()
-	r.sessWG.Add(1)
-	go func() {
-		defer r.sessWG.Done()
-		defer cancel()
-		e.Send(self, sessionsDone{err: r.cfg.Sessions(ctx)})
-	}()
-}
-
-func (a *rootActor) stopAll(c *actor.Context) {
-	pids := a.members(true)
-	a.enter(c, PhaseStop, pids, time.Now().Add(stopBound))
-	if len(pids) == 0 {
-		a.next(c)
-		return
-	}
-	a.fanOut(c, Stop{}, true)
-}
-
-// next moves the cascade on from the current phase.
-func (a *rootActor) next(c *actor.Context) {
-	switch a.r.Phase() {
-	case PhaseJobs:
-		a.release(c)
-	case PhaseRelease:
-		a.drain(c)
-	case PhaseDrain:
-		a.sessions(c)
-	case PhaseSessions:
-		a.stopAll(c)
-	case PhaseStop:
-		a.enter(c, "done", nil, time.Time{})
-		a.end(nil)
-	}
-}
-
-// answered counts a member's answer for the phase that waits for it.
-func (a *rootActor) answered(c *actor.Context, msg any) {
-	r := a.r
-	var from *actor.PID
-	phase := r.Phase()
-	switch m := msg.(type) {
-	case Drained:
-		if phase != PhaseJobs && phase != PhaseDrain {
-			return
-		}
-		from = m.From
-	case Down:
-		if phase != PhaseStop {
-			return
-		}
-		from = m.From
-	default:
-		return
-	}
-	if from == nil {
-		return
-	}
-	r.mu.Lock()
-	delete(r.waiting, from.String())
-	left := len(r.waiting)
-	r.mu.Unlock()
-	if left == 0 {
-		a.next(c)
-	}
-}
-
-func (a *rootActor) end(err error) {
-	r := a.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.ended:
-		return
-	default:
-	}
-	r.endErr = err
-	close(r.ended)
 }

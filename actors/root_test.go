@@ -36,6 +36,11 @@ func (j *journal) all() []string {
 // member obeys the role messages the way a primary does, recording each, and
 // draining after `work` of fake time.
 func member(e *actor.Engine, name string, j *journal, store lease.Store, work time.Duration) *actor.PID {
+	return memberStoppingIn(e, name, j, store, work, 0)
+}
+
+// memberStoppingIn is a member that answers Stop after `stop` of fake time.
+func memberStoppingIn(e *actor.Engine, name string, j *journal, store lease.Store, work, stop time.Duration) *actor.PID {
 	return e.SpawnFunc(func(c *actor.Context) {
 		from := c.Sender()
 		switch m := c.Message().(type) {
@@ -52,9 +57,29 @@ func member(e *actor.Engine, name string, j *journal, store lease.Store, work ti
 			}
 		case Stop:
 			j.add("%s stop", name)
-			c.Send(from, Down{From: c.PID()})
+			if stop == 0 {
+				c.Send(from, Down{From: c.PID()})
+				return
+			}
+			self, eng := c.PID(), c.Engine()
+			time.AfterFunc(stop, func() { eng.Send(from, Down{From: self}) })
 		}
 	}, name)
+}
+
+// slowDelete is a store whose deletes take a while: a release that can be watched.
+type slowDelete struct {
+	lease.Store
+	d time.Duration
+}
+
+func (s slowDelete) Delete(ctx context.Context, rev uint64) error {
+	select {
+	case <-time.After(s.d):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.Delete(ctx, rev)
 }
 
 func TestHandoverCascadeOrder(t *testing.T) {
@@ -70,26 +95,36 @@ func TestHandoverCascadeOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { closeJobs(t, jobs) })
 		jobsPID := n.e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
 		p1 := member(n.e, "primary", &j, store, 50*time.Millisecond)
 		p2 := member(n.e, "transfers", &j, store, 200*time.Millisecond)
-		var phases []string
+		var phases []Phase
 		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Jobs: jobsPID, Members: []*actor.PID{p1, p2},
-			Drain: time.Second, OnPhase: func(p string, d time.Duration) { phases = append(phases, p) }})
+			Drain: time.Second, OnPhase: func(p Phase, d time.Duration) { phases = append(phases, p) }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		n.waitState(lease.StateServing, time.Second)
 		<-ran // a job ran while serving
-		if !jobs.Running() {
+		if !runsWithin(ran, time.Second) {
 			t.Fatal("jobs not running while serving")
 		}
+		if root.Phase() != PhaseRelaying {
+			t.Fatalf("phase %s before the handover, want relaying", root.Phase())
+		}
 		start := time.Now()
-		if err := root.Handover(context.Background(), n.e); err != nil {
+		if err := root.Handover(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		took := time.Since(start)
-		if jobs.Running() {
+		if root.Phase() != PhaseDone {
+			t.Fatalf("phase %s after the handover, want done", root.Phase())
+		}
+		for len(ran) > 0 {
+			<-ran // runs that finished during the handover
+		}
+		if runsWithin(ran, time.Second) {
 			t.Fatal("jobs still scheduled after the handover")
 		}
 		if r := read(t, store); !r.Free() {
@@ -116,7 +151,7 @@ func TestHandoverCascadeOrder(t *testing.T) {
 		if count[0] != 2 || count[1] != 2 || count[2] != 2 {
 			t.Fatalf("members were told %v", got)
 		}
-		if fmt.Sprint(phases) != fmt.Sprint([]string{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop}) {
+		if fmt.Sprint(phases) != fmt.Sprint([]Phase{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop}) {
 			t.Fatalf("phases %v", phases)
 		}
 		if root.Err() != nil {
@@ -125,8 +160,7 @@ func TestHandoverCascadeOrder(t *testing.T) {
 		<-n.e.Poison(jobsPID).Done()
 		<-n.e.Poison(p1).Done()
 		<-n.e.Poison(p2).Done()
-		<-n.e.Poison(root.PID()).Done()
-		root.Stop()
+		closeRoot(t, root)
 	})
 }
 
@@ -142,7 +176,7 @@ func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
 		}
 		n.waitState(lease.StateServing, time.Second)
 		start := time.Now()
-		if err := root.Handover(context.Background(), n.e); err != nil {
+		if err := root.Handover(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if took := time.Since(start); took < 300*time.Millisecond || took > 400*time.Millisecond {
@@ -162,7 +196,12 @@ func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 		flaky := leasetest.NewFlaky(mem)
 		n := startNode(t, flaky, leasetest.Holder("a", ""))
 		var j journal
-		jobs, _ := NewJobsHost([]Job{{Name: "j", Schedule: Every(time.Hour), Run: func(context.Context) error { return nil }}}, nil, nil)
+		ran := make(chan struct{}, 64)
+		jobs, _ := NewJobsHost([]Job{{Name: "j", Schedule: Every(100 * time.Millisecond), Run: func(context.Context) error {
+			ran <- struct{}{}
+			return nil
+		}}}, nil, nil)
+		t.Cleanup(func() { closeJobs(t, jobs) })
 		jobsPID := n.e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
 		p := member(n.e, "primary", &j, mem, 0)
 		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Jobs: jobsPID, Members: []*actor.PID{p}, Drain: time.Second})
@@ -174,13 +213,16 @@ func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 		flaky.Fail(true)
 		n.waitState(lease.StateFenced, time.Second)
 		synctest.Wait()
-		if jobs.Running() {
+		for len(ran) > 0 {
+			<-ran
+		}
+		if runsWithin(ran, 300*time.Millisecond) {
 			t.Fatal("jobs run on a fenced engine")
 		}
 		flaky.Fail(false)
 		n.waitState(lease.StateServing, time.Second)
 		synctest.Wait()
-		if !jobs.Running() {
+		if !runsWithin(ran, time.Second) {
 			t.Fatal("jobs did not restart after the fence ended")
 		}
 		mem.Put(leasetest.Holder("thief", ""))
@@ -196,7 +238,10 @@ func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 		if got := j.all(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("members were told %v, want %v", got, want)
 		}
-		if jobs.Running() {
+		for len(ran) > 0 {
+			<-ran
+		}
+		if runsWithin(ran, time.Second) {
 			t.Fatal("jobs run after the lease was lost")
 		}
 		<-n.e.Poison(jobsPID).Done()
@@ -308,5 +353,186 @@ func TestStateIsServingOnlyOnceEveryMemberServes(t *testing.T) {
 		<-n.e.Poison(slow).Done()
 		<-n.e.Poison(fast).Done()
 		<-n.e.Poison(root.PID()).Done()
+	})
+}
+
+// runsWithin reports whether a run is reported on ran within d of the bubble's time.
+func runsWithin(ran <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ran:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+func closeRoot(t *testing.T, r *Root) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func closeJobs(t *testing.T, h *JobsHost) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// deadLetters records what was sent to target after it had stopped.
+func deadLetters(e *actor.Engine, target *actor.PID) (stop func(), count func() int) {
+	var mu sync.Mutex
+	n := 0
+	pid := e.SpawnFunc(func(c *actor.Context) {
+		if d, ok := c.Message().(actor.DeadLetterEvent); ok && d.Target != nil && d.Target.Equals(target) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+	}, "deadletters")
+	e.Subscribe(pid)
+	return func() {
+			e.Unsubscribe(pid)
+			<-e.Poison(pid).Done()
+		}, func() int {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return n
+		}
+}
+
+// TestNoRootTimerOutlivesTheRoot: the root's timers (a member's Serve retry, a phase's
+// deadline) stop with it: none fires at a root that is gone.
+func TestNoRootTimerOutlivesTheRoot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		n := startNode(t, store, leasetest.Holder("a", ""))
+		// refuses to serve (a retry is due), and never drains (the drain deadline is due)
+		refuser := n.e.SpawnFunc(func(c *actor.Context) {
+			switch c.Message().(type) {
+			case Serve:
+				c.Send(c.Sender(), ServeFailed{From: c.PID(), Err: errors.New("broker away")})
+			case StopAccepting:
+				c.Send(c.Sender(), Accepting{From: c.PID(), On: false})
+			}
+		}, "refuser")
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{refuser}, Drain: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopWatch, letters := deadLetters(n.e, root.PID())
+		defer stopWatch()
+		n.waitState(lease.StateServing, time.Second)
+		synctest.Wait() // ServeFailed arrived: the retry is armed
+		closeRoot(t, root)
+		time.Sleep(2 * serveRetry)
+		if got := letters(); got != 0 {
+			t.Fatalf("%d messages reached the root after it stopped (a serve retry timer outlived it)", got)
+		}
+
+		root, err = SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{refuser}, Drain: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopWatch2, letters2 := deadLetters(n.e, root.PID())
+		defer stopWatch2()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := root.Handover(ctx); err == nil || root.Phase() != PhaseDrain {
+			t.Fatalf("Handover = %v in phase %s, want it cut short in the drain", err, root.Phase())
+		}
+		closeRoot(t, root)
+		time.Sleep(2 * time.Hour)
+		if got := letters2(); got != 0 {
+			t.Fatalf("%d messages reached the root after it stopped (the drain deadline outlived it)", got)
+		}
+		<-n.e.Poison(refuser).Done()
+	})
+}
+
+// TestRootSurvivesAKillInEveryPhase: the root killed in each phase of the handover
+// (restarted in place by Recover) carries the cascade on from the state its spawner
+// keeps: the same order, the lease released, nobody waits for a deadline.
+func TestRootSurvivesAKillInEveryPhase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		n := startNode(t, slowDelete{Store: store, d: 50 * time.Millisecond}, leasetest.Holder("a", ""))
+		var j journal
+		jobs, err := NewJobsHost([]Job{{Name: "tick", Schedule: Every(50 * time.Millisecond), Run: func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+			case <-time.After(30 * time.Millisecond):
+			}
+			return nil
+		}}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeJobs(t, jobs) })
+		jobsPID := n.e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		p := memberStoppingIn(n.e, "primary", &j, store, 100*time.Millisecond, 50*time.Millisecond)
+		sessions := func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+				return nil
+			}
+		}
+		var phases []Phase
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Jobs: jobsPID, Members: []*actor.PID{p},
+			Drain: time.Minute, Sessions: sessions, OnPhase: func(p Phase, _ time.Duration) { phases = append(phases, p) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := root.WaitServing(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(70 * time.Millisecond) // a job runs
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- root.Handover(context.Background()) }()
+		killed := map[Phase]bool{}
+		for {
+			synctest.Wait()
+			ph := root.Phase()
+			if ph == PhaseDone {
+				break
+			}
+			if ph != PhaseRelaying && !killed[ph] {
+				killed[ph] = true
+				n.e.Send(root.PID(), Kill{Reason: "test"})
+				continue
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took >= time.Minute {
+			t.Fatalf("handover took %s: it waited for a deadline", took)
+		}
+		want := []Phase{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop}
+		if fmt.Sprint(phases) != fmt.Sprint(want) || len(killed) != len(want) {
+			t.Fatalf("phases %v, killed in %v; want %v, killed in each", phases, killed, want)
+		}
+		if r := read(t, store); !r.Free() {
+			t.Fatalf("lease after handover: %v", r)
+		}
+		got := j.all()
+		if fmt.Sprint(got) != fmt.Sprint([]string{"primary serve", "primary stop-accepting (lease free: true)", "primary stop"}) {
+			t.Fatalf("the member was told %v", got)
+		}
+		<-n.e.Poison(jobsPID).Done()
+		<-n.e.Poison(p).Done()
+		closeRoot(t, root)
 	})
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/internal/redact"
 	"github.com/nats-io/nats.go"
+	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 )
 
@@ -189,4 +191,41 @@ func Probe(ctx context.Context, cfg ConnConfig) (bool, error) {
 		return false, nil
 	}
 	return false, &ConnectError{URL: cfg.URL, Reason: err, Tried: time.Since(start)}
+}
+
+// Conn is a NATS connection as a suture service, so the tree that holds it owns it.
+// Dial makes the connection (its errors belong to whoever asked for it); the tree then
+// holds it until its Serve's ctx ends, and Serve returns only once it is closed,
+// flushed first (up to Flush) so that what was published leaves. nats.go reconnects a
+// connection by itself: a connection closed from elsewhere ends the service, which has
+// nothing to restart.
+type Conn struct {
+	name   string
+	nc     *nats.Conn
+	flush  time.Duration
+	closed chan struct{}
+}
+
+// NewConn puts nc under the service; name says what it is for ("lease", "service").
+func NewConn(name string, nc *nats.Conn, flush time.Duration) *Conn {
+	c := &Conn{name: name, nc: nc, flush: flush, closed: make(chan struct{})}
+	var once sync.Once
+	nc.SetClosedHandler(func(*nats.Conn) { once.Do(func() { close(c.closed) }) })
+	return c
+}
+
+func (c *Conn) String() string { return "nats " + c.name }
+
+// Serve implements suture.Service.
+func (c *Conn) Serve(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-c.closed:
+		return fmt.Errorf("supervisor: the %s connection was closed: %w", c.name, suture.ErrDoNotRestart)
+	}
+	if c.flush > 0 {
+		_ = c.nc.FlushTimeout(c.flush) // a connection that is away has nothing to flush
+	}
+	c.nc.Close()
+	return ctx.Err()
 }

@@ -31,7 +31,9 @@ type runnableEngine interface {
 }
 
 // engineFactory builds the engine of a configuration that was loaded and validated.
-type engineFactory func(cfg *config.Config, log *zap.Logger, version string) (runnableEngine, error)
+// The engine's services (broker, connections, actors, backends) join tree, the one
+// supervision tree of the process, which `run` serves.
+type engineFactory func(cfg *config.Config, log *zap.Logger, version string, tree *suture.Supervisor) (runnableEngine, error)
 
 // signalSource is the suture service that calls first on the first stop request
 // (SIGTERM, SIGINT or SIGHUP) and second on every later one.
@@ -46,8 +48,9 @@ var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
 )
 
-// treeStopTimeout bounds how long the HTTP and signal services may take to stop.
-const treeStopTimeout = 10 * time.Second
+// treeStopTimeout is how long a service of the process's tree may take to stop before
+// suture reports it: the engine's actors take up to their own bounds (10 s) to stop.
+const treeStopTimeout = 30 * time.Second
 
 type runFlags struct {
 	config, role, nats, http, logFormat, logLevel string
@@ -117,7 +120,10 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 	if c.routeSlog {
 		slog.SetDefault(slog.New(zapslog.NewHandler(log.Core(), zapslog.WithName("hollywood"))))
 	}
-	eng, err := c.newEngine(cfg, log, c.version)
+	// One tree for the process: the HTTP server and the signal handler (serve adds
+	// them) and everything the engine starts.
+	tree := supervisor.NewTree("abi-engine", log, treeStopTimeout)
+	eng, err := c.newEngine(cfg, log, c.version, tree)
 	if err != nil {
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
@@ -125,7 +131,7 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 		}
 		return runtimeError(err)
 	}
-	return c.serve(cmd.Context(), cfg, eng, log)
+	return c.serve(cmd.Context(), cfg, eng, tree, log)
 }
 
 // stopRequests records the stop requests (signals) as closed channels.
@@ -171,11 +177,12 @@ func whenClosed(ch <-chan struct{}, cancel context.CancelFunc) (stop func()) {
 	}
 }
 
-// serve runs eng under a suture tree holding the HTTP endpoints and the signal handler,
-// and returns when the engine has handed over (nil), was refused, or ended on its own.
-func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine, log *zap.Logger) error {
+// serve runs tree, the process's supervision tree, with the HTTP endpoints and the
+// signal handler in it, loads eng (whose services join the tree) and returns when the
+// engine has handed over (nil), was refused, or ended on its own. Every end of the
+// engine has removed its services from the tree, in order, before serve stops the tree.
+func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine, tree *suture.Supervisor, log *zap.Logger) error {
 	stop := newStopRequests()
-	tree := supervisor.NewTree("abi-engine run", log, treeStopTimeout)
 	if cfg.HTTP.Listen != "" {
 		// Up before Load: /healthz answers at once, and the engine says idle and not
 		// ready until it has loaded and serves or stands by. Bound here, so an address that cannot be

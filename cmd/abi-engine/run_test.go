@@ -101,6 +101,8 @@ type testSignals struct {
 	fire          <-chan struct{}
 }
 
+func (s *testSignals) String() string { return "signals" }
+
 func (s *testSignals) Serve(ctx context.Context) error {
 	for n := 0; ; n++ {
 		select {
@@ -129,7 +131,7 @@ func startRun(t *testing.T, eng *fakeEngine, env map[string]string, args ...stri
 	t.Helper()
 	c, _, stderr := cliFor(t, env)
 	h := &runHarness{eng: eng, fire: make(chan struct{}), cfg: make(chan *config.Config, 1), code: make(chan int, 1), stderr: stderr}
-	c.newEngine = func(cfg *config.Config, _ *zap.Logger, version string) (runnableEngine, error) {
+	c.newEngine = func(cfg *config.Config, _ *zap.Logger, version string, _ *suture.Supervisor) (runnableEngine, error) {
 		if version != c.version {
 			t.Errorf("engine built with version %q, want %q", version, c.version)
 		}

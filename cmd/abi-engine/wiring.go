@@ -3,13 +3,14 @@ package main
 import (
 	engine "github.com/abi-engine/engine"
 	"github.com/abi-engine/engine/config"
+	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 )
 
 // newEngine is the engine of `abi-engine run`: the root package's Engine, logging
-// through log and writing version into the lease record.
-func newEngine(cfg *config.Config, log *zap.Logger, version string) (runnableEngine, error) {
-	e, err := engine.New(cfg, engine.WithLogger(log), engine.WithVersion(version))
+// through log, writing version into the lease record, its services in tree.
+func newEngine(cfg *config.Config, log *zap.Logger, version string, tree *suture.Supervisor) (runnableEngine, error) {
+	e, err := engine.New(cfg, engine.WithLogger(log), engine.WithVersion(version), engine.WithSupervisor(tree))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,167 @@
+package actors
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+)
+
+// caller sends role messages to a jobs host and records its replies.
+type caller struct {
+	pid     *actor.PID
+	replies chan any
+}
+
+func newCaller(e *actor.Engine) *caller {
+	c := &caller{replies: make(chan any, 16)}
+	c.pid = e.SpawnFunc(func(ctx *actor.Context) {
+		switch m := ctx.Message().(type) {
+		case Accepting, Drained, Down:
+			c.replies <- m
+		}
+	}, "caller")
+	return c
+}
+
+func (c *caller) tell(e *actor.Engine, to *actor.PID, msg any) { e.SendWithSender(to, msg, c.pid) }
+
+// next is the next reply, or nil when none comes while the bubble is blocked.
+func (c *caller) next() any {
+	synctest.Wait()
+	select {
+	case m := <-c.replies:
+		return m
+	default:
+		return nil
+	}
+}
+
+func newJobsEngine(t *testing.T) *actor.Engine {
+	t.Helper()
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestJobsActorStopsWithoutWaitingForRuns: the jobs actor's Stopped waits for nothing
+// (a run that ignores its ctx does not hold the actor's goroutine); the owner waits
+// for the runners through Close, bounded by its ctx.
+func TestJobsActorStopsWithoutWaitingForRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newJobsEngine(t)
+		running, release := make(chan struct{}), make(chan struct{})
+		jobs, err := NewJobsHost([]Job{{Name: "stubborn", Schedule: Every(time.Second), Run: func(context.Context) error {
+			close(running)
+			<-release // ignores its ctx
+			return nil
+		}}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		e.Send(pid, Serve{})
+		<-running
+		stopped := e.Poison(pid)
+		synctest.Wait()
+		if stopped.Err() == nil {
+			close(release)
+			<-stopped.Done()
+			t.Fatal("the jobs actor waited in Stopped for a run to return")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := jobs.Close(ctx); err == nil {
+			t.Fatal("Close returned while a run had not returned")
+		}
+		close(release)
+		closeJobs(t, jobs)
+	})
+}
+
+// TestJobsStopCancelsRunsAStopAcceptingLetFinish: StopAccepting lets the runs in
+// progress go on until its deadline and answers Drained once they returned; a Stop
+// meanwhile cancels them at once and answers Down once they returned.
+func TestJobsStopCancelsRunsAStopAcceptingLetFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newJobsEngine(t)
+		started := make(chan struct{}, 1)
+		jobs, err := NewJobsHost([]Job{{Name: "long", Schedule: Every(time.Second), Run: func(ctx context.Context) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		c := newCaller(e)
+		c.tell(e, pid, Serve{})
+		if m, ok := c.next().(Accepting); !ok || !m.On {
+			t.Fatalf("Serve answered %v, want Accepting{On: true}", m)
+		}
+		<-started
+		c.tell(e, pid, StopAccepting{Deadline: time.Now().Add(time.Hour)})
+		if m, ok := c.next().(Accepting); !ok || m.On {
+			t.Fatalf("StopAccepting answered %v, want Accepting{On: false}", m)
+		}
+		if m := c.next(); m != nil {
+			t.Fatalf("answered %v while a run goes on before its deadline", m)
+		}
+		start := time.Now()
+		c.tell(e, pid, Stop{})
+		got := map[string]bool{}
+		for range 2 {
+			switch c.next().(type) {
+			case Drained:
+				got["drained"] = true
+			case Down:
+				got["down"] = true
+			}
+		}
+		if !got["drained"] || !got["down"] || time.Since(start) != 0 {
+			t.Fatalf("after Stop: %v after %s; want Drained and Down at once (the run cancelled)", got, time.Since(start))
+		}
+		<-e.Poison(pid).Done()
+		<-e.Poison(c.pid).Done()
+		closeJobs(t, jobs)
+	})
+}
+
+// TestJobsSurviveAKill: a killed jobs actor keeps its runners and its deadline: the
+// runs go on and are cancelled at the StopAccepting deadline, answered by Drained.
+func TestJobsSurviveAKill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newJobsEngine(t)
+		started := make(chan struct{}, 1)
+		jobs, err := NewJobsHost([]Job{{Name: "long", Schedule: Every(time.Second), Run: func(ctx context.Context) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		c := newCaller(e)
+		c.tell(e, pid, Serve{})
+		c.next()
+		<-started
+		deadline := time.Now().Add(time.Minute)
+		c.tell(e, pid, StopAccepting{Deadline: deadline})
+		c.next() // Accepting{false}
+		e.Send(pid, Kill{Reason: "test"})
+		synctest.Wait()
+		time.Sleep(time.Until(deadline))
+		if _, ok := c.next().(Drained); !ok || time.Now().Before(deadline) {
+			t.Fatal("no Drained at the deadline after a kill")
+		}
+		<-e.Poison(pid).Done()
+		<-e.Poison(c.pid).Done()
+		closeJobs(t, jobs)
+	})
+}

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/abi-engine/engine/supervisor"
+	"github.com/anthdm/hollywood/actor"
+	"go.uber.org/zap"
+)
+
+// This file is how Load starts the engine in its role. Each step makes its part and
+// hands it to the tree (tree.go), which owns it from then on.
+
+// connFlush bounds the flush of a connection as it closes: what was published leaves.
+const connFlush = time.Second
+
+// loadClient makes every service a NATS client of the serving engine: no lease, no
+// backend, no file, no subscription.
+func (e *Engine) loadClient(ctx context.Context, url string) error {
+	nc, err := e.dial(ctx, url, "client")
+	if err != nil && e.cfg.NATS.EmbeddedBroker() {
+		return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
+			e.cfg.NATS.Embedded.Listen, err)
+	}
+	if err != nil {
+		return err
+	}
+	e.tree.add(svcClient, supervisor.NewConn(svcClient, nc, connFlush))
+	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.clientCounters),
+		client.WithDefaultTimeout(e.cfg.NATS.ClientTimeout()))
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	e.mu.Lock()
+	e.role = config.RoleClient
+	e.kv = client.NewKeyValue(tr)
+	e.objects = client.NewObjectStorage(tr)
+	e.mu.Unlock()
+	e.log.Info("client engine loaded: every service is a NATS client of the serving engine")
+	return nil
+}
+
+// claim connects the lease's own connection, so a busy service connection never delays
+// a renewal, starts the actors with the ownership, and takes (or waits for) the lease.
+func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
+	nc, err := e.dial(ctx, url, "lease")
+	if err != nil {
+		return 0, err
+	}
+	e.tree.add(svcLease, supervisor.NewConn(svcLease, nc, 0))
+	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Replicas: e.cfg.NATS.Engine.LeaseReplicas})
+	if err != nil {
+		return 0, fmt.Errorf("engine: open the lease: %w", err)
+	}
+	sys, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return 0, fmt.Errorf("engine: actor system: %w", err)
+	}
+	e.mu.Lock()
+	e.actorSys = sys
+	e.mu.Unlock()
+	// hollywood has no engine to stop: the actors service poisons the actors, in order.
+	e.tree.add(svcActors, onStop{name: svcActors, stop: e.stopActors})
+	e.watchPanics(sys)
+	own, err := actors.SpawnOwnership(sys, actors.OwnershipConfig{
+		Store: store,
+		Lease: lease.Config{
+			Me:             e.me,
+			Lease:          e.cfg.NATS.Engine.Lease(),
+			StandbyTimeout: e.cfg.NATS.Engine.StandbyTimeout(),
+		},
+		Logger:  e.log,
+		OnEvent: e.metrics.leaseEvent,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	e.mu.Lock()
+	e.ownership = own
+	e.mu.Unlock()
+	return own.Claim(ctx)
+}
+
+// stopOwnership stops the actors of a refused claim (the ownership tree) and the
+// lease's connection.
+func (e *Engine) stopOwnership() {
+	e.tree.remove(svcActors)
+	e.tree.remove(svcLease)
+}
+
+// loadServing opens the backends, builds the primaries and hosts, and hands them to
+// the root actor, which serves them now (serving) or at the takeover (standby).
+func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
+	nc, err := e.dial(ctx, e.NATSURL(), "service")
+	if err != nil {
+		return err
+	}
+	e.tree.add(svcService, supervisor.NewConn(svcService, nc, connFlush))
+	e.mu.Lock()
+	e.role = config.RoleServe
+	e.mu.Unlock()
+	set, err := e.buildServing(ctx, nc)
+	e.mu.Lock()
+	// A set that failed half-built is kept too: the teardown stops what it spawned.
+	e.serving = set
+	if err == nil {
+		e.kv, e.objects = set.kv, set.objects
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{
+		Ownership: e.ownership,
+		Jobs:      set.jobsPID,
+		Members:   set.members,
+		Drain:     e.cfg.NATS.Engine.Drain(),
+		Sessions:  set.waitSessions,
+		OnPhase:   e.metrics.handoverPhase,
+		Logger:    e.log,
+	})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	e.mu.Lock()
+	e.root = root
+	e.mu.Unlock()
+	e.startWatch(root)
+	if state == lease.StateServing {
+		if err := root.WaitServing(ctx); err != nil {
+			return err
+		}
+		e.log.Info("engine serving", zap.String("lease_holder", e.me.String()))
+	} else {
+		e.log.Info("engine standing by", zap.String("holder", e.ownership.Status().Holder.String()))
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/supervisor"
+	"github.com/thejerf/suture/v4"
+	"go.uber.org/zap"
+)
+
+// This file is the engine's supervision tree and its teardown. Everything the engine
+// runs is a service of one suture tree: the embedded broker, each NATS connection, the
+// actors (the hollywood engine and every actor on it) and the backends; in
+// `abi-engine run` the HTTP server and the signal handler are in the same tree
+// (WithSupervisor). Load makes each part (so its errors are Load's) and hands it to the
+// tree, which owns it from then on.
+
+// The engine's services, by the name teardown knows them.
+const (
+	svcBroker   = "broker"   // the embedded nats-server
+	svcLease    = "lease"    // the lease's connection
+	svcActors   = "actors"   // the hollywood engine: root, ownership, members, jobs
+	svcService  = "service"  // the connection every member uses
+	svcClient   = "client"   // a client engine's connection
+	svcBackends = "backends" // the serving set's backends and their health probes
+)
+
+// stopOrder is the order teardown stops the services in. suture stops a tree's
+// children all at once, with no order; teardown removes them one by one: the actors
+// first (the members answer what they received while the connections are open), then
+// the backends they used, the connections, and the broker under everything last.
+var stopOrder = []string{svcActors, svcBackends, svcService, svcClient, svcLease, svcBroker}
+
+// Bounds of the teardown. Each service bounds its own stop; removeBound, past them,
+// only keeps a service that hangs from holding the engine for ever.
+const (
+	teardownBound = 10 * time.Second
+	removeBound   = 30 * time.Second
+	treeTimeout   = 30 * time.Second // the engine's own tree: how long a service may take to stop
+)
+
+// tree is the engine's part of the supervision tree.
+type tree struct {
+	sup *suture.Supervisor
+	log *zap.Logger
+	own bool // the engine serves sup (no WithSupervisor)
+
+	stopMu sync.Mutex // one stop at a time: a second waits for the first
+
+	mu      sync.Mutex
+	tokens  map[string]suture.ServiceToken
+	stopped bool
+	cancel  context.CancelFunc // ends sup, when it is the engine's own and started
+	done    <-chan error
+}
+
+func newTree(sup *suture.Supervisor, log *zap.Logger) *tree {
+	t := &tree{sup: sup, log: log, tokens: map[string]suture.ServiceToken{}}
+	if t.sup == nil {
+		t.own = true
+		t.sup = supervisor.NewTree("abi-engine", log, treeTimeout)
+	}
+	return t
+}
+
+// start serves the engine's own tree; a tree given by WithSupervisor is its caller's.
+func (t *tree) start() {
+	if !t.own {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := t.sup.ServeBackground(ctx)
+	t.mu.Lock()
+	t.cancel, t.done = cancel, done
+	t.mu.Unlock()
+}
+
+// add puts svc in the tree under name; the tree starts it. A tree stopped already (a
+// Shutdown while Load ran) stops svc at once instead, so what it holds is let go.
+func (t *tree) add(name string, svc suture.Service) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = svc.Serve(ctx)
+		return
+	}
+	t.tokens[name] = t.sup.Add(svc)
+}
+
+// remove stops the service name and waits until it has stopped. It is a no-op for a
+// service the tree does not hold (never added, or removed already).
+func (t *tree) remove(name string) {
+	t.mu.Lock()
+	tok, ok := t.tokens[name]
+	delete(t.tokens, name)
+	t.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := t.sup.RemoveAndWait(tok, removeBound); err != nil {
+		t.log.Warn("stopping a service", zap.String("service", name), zap.Error(err))
+		return
+	}
+	t.log.Debug("service stopped", zap.String("service", name))
+}
+
+// stop stops every service in stopOrder, then the engine's own tree. It is idempotent:
+// a second call waits until the first is done.
+func (t *tree) stop() {
+	t.stopMu.Lock()
+	defer t.stopMu.Unlock()
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
+	for _, name := range stopOrder {
+		t.remove(name)
+	}
+	t.mu.Lock()
+	cancel, done := t.cancel, t.done
+	t.cancel = nil
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// onStop is a service that holds something until its ctx ends, then stops it; stop
+// must be idempotent (suture serves a service again after a panic).
+type onStop struct {
+	name string
+	stop func()
+}
+
+func (s onStop) String() string { return s.name }
+
+// Serve implements suture.Service.
+func (s onStop) Serve(ctx context.Context) error {
+	<-ctx.Done()
+	s.stop()
+	return ctx.Err()
+}
+
+// teardown stops what Load started, in stopOrder. It is idempotent; the first caller
+// does the work and later ones return at once.
+func (e *Engine) teardown() { e.tree.stop() }
+
+// stopActors is the actors' part of the teardown, in order: the root first, so no role
+// command reaches a member behind it; the members (they stop at once, answer what they
+// had received, and their actors are poisoned and closed); the ownership (the lease
+// given up if it is still held: a failed Load, or an end on its own); the panic watcher
+// last, so a panic of any of them is still reported.
+func (e *Engine) stopActors() {
+	e.mu.Lock()
+	set, root, own, sys, stopPanics := e.serving, e.root, e.ownership, e.actorSys, e.stopPanics
+	e.serving, e.root, e.ownership, e.stopPanics = nil, nil, nil, nil
+	e.mu.Unlock()
+	bound, cancel := context.WithTimeout(context.Background(), teardownBound)
+	defer cancel()
+	if root != nil {
+		if err := root.Close(bound); err != nil {
+			e.log.Warn("stopping the root actor", zap.Error(err))
+		}
+	}
+	if set != nil {
+		set.stop()
+		set.answerReceived(bound) // before anything closes: see answerReceived
+		if !set.conn.IsConnected() {
+			// Nothing more arrives on it and no answer can leave, and a stopped member
+			// would wait for a round trip on it (a flush) until it reconnects: close it
+			// now, so the members' waits end at once, as they would at the broker.
+			e.tree.remove(svcService)
+		}
+		set.closeMembers(bound, sys)
+	}
+	if own != nil {
+		if s := own.Status().State; s == lease.StateServing || s == lease.StateFenced {
+			if _, err := own.Release(bound); err != nil {
+				e.log.Warn("releasing the lease", zap.Error(err))
+			}
+		}
+		if err := own.Stop(bound); err != nil {
+			e.log.Warn("stopping the ownership", zap.Error(err))
+		}
+	}
+	if stopPanics != nil {
+		stopPanics()
+	}
+}
+
+// startWatch starts the goroutine that ends the engine when the root says it must: a
+// lost lease, or a standby whose claim ended (timed out, or another engine of its
+// rollout took the released lease). The engine owns it: stopWatchers stops it and
+// waits for it.
+func (e *Engine) startWatch(root *actors.Root) {
+	e.watchers.Add(1)
+	go func() {
+		defer e.watchers.Done()
+		select {
+		case <-root.Ended():
+		case <-e.stopWatch:
+			return
+		}
+		if err := root.Err(); err != nil {
+			e.log.Error("engine ending", zap.Error(err))
+			e.teardown()
+			e.finish(err)
+		}
+	}()
+}
+
+// stopWatchers stops the watch of the root and waits for it: an end on its own that has
+// begun its teardown finishes it first.
+func (e *Engine) stopWatchers() {
+	e.stopWatchOnce.Do(func() { close(e.stopWatch) })
+	e.watchers.Wait()
+}
