@@ -5,19 +5,22 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/protocol"
 )
 
 // call is one received transfer request on its way to the actor that answers it. It is
 // answered exactly once (respond or fail), from whichever goroutine gets there first;
-// answering ends its count in the host's in-flight calls.
+// answering ends its count in the host's calls in flight and, for a call routed to a
+// session, tells the host actor the session was used.
 type call struct {
 	h     *TransferHost
 	msg   *nats.Msg
 	op    string
+	id    string // the session, for calls on one
 	req   any    // *protocol.Transfer<Op>Request
-	entry *entry // the session, for calls routed to one
+	entry *entry // set by the host actor when it routes the call to the session actor
 	done  atomic.Bool
 }
 
@@ -36,69 +39,63 @@ func (c *call) send(m *nats.Msg) {
 	if !c.done.CompareAndSwap(false, true) {
 		return
 	}
+	if c.entry != nil {
+		// Before the reply: the host actor hears of it before anything the client does
+		// next, and so counts the session's idle time from here.
+		c.h.tell(callEnded{e: c.entry})
+	}
 	if c.msg.Reply != "" {
 		m.Subject = c.msg.Reply
 		if err := c.h.nc.PublishMsg(m); err != nil {
-			c.h.log.Warn("transfer reply not sent", "operation", c.op, "error", err)
+			c.h.log.Warn("transfer reply not sent", zap.String("operation", c.op), zap.Error(err))
 		}
 	}
-	c.h.endCall(c.entry)
+	c.h.endCall()
 }
 
 // beginCall counts a call in flight. The count makes SessionsFinished wait for calls
 // whose session is already gone but whose answer is not yet sent.
-func (h *TransferHost) beginCall() {
-	h.mu.Lock()
-	h.inflight++
-	h.mu.Unlock()
-}
+func (h *TransferHost) beginCall() { h.inflight.Add(1) }
 
 // admit counts a received call in flight, or refuses it when the host already has its
 // limit in flight: actor inboxes grow without bound, so the bound is here, at the edge.
 // A refused call is counted too, until its refusal is sent.
 func (h *TransferHost) admit() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.inflight++
-	if h.inflight > h.cfg.MaxCallsInFlight {
+	if n := h.inflight.Add(1); n > int64(h.cfg.MaxCallsInFlight) {
 		return protocol.Errorf(protocol.ResourceExhausted, "transfer host %s has %d calls in flight, its limit", h.prefix, h.cfg.MaxCallsInFlight)
 	}
 	return nil
 }
 
-func (h *TransferHost) endCall(e *entry) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.inflight--
-	if e != nil {
-		e.pending--
-		e.lastUsed = h.clock.Now()
+// endCall ends the count of an answered call, and wakes SessionsFinished when nothing
+// is in flight any more.
+func (h *TransferHost) endCall() {
+	if h.inflight.Add(-1) == 0 {
+		h.quiet.Update(func(n uint64) (uint64, bool) { return n + 1, true })
 	}
-	h.notifyLocked()
 }
 
-// routeOpen is the callback of <prefix>.open: decode, then hand the open to the host
-// actor, which alone spawns session actors.
+// The NATS callbacks below are the hot path. They read nothing of the registry: each
+// decodes its request, counts it at the edge and sends it to the host actor, which
+// routes it (registry.go says why).
+
+// routeOpen is the callback of <prefix>.open.
 func (h *TransferHost) routeOpen(m *nats.Msg) {
 	c := &call{h: h, msg: m, op: protocol.TransferOpen}
 	if err := h.admit(); err != nil {
 		c.fail(err)
 		return
 	}
-	h.mu.Lock()
-	eng, pid := h.engine, h.pid
-	h.mu.Unlock()
 	var req protocol.TransferOpenRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		c.fail(protocol.Errorf(protocol.InvalidArgument, "transfer open request on %s is not valid JSON: %v", m.Subject, err))
 		return
 	}
 	c.req = &req
-	eng.Send(pid, c)
+	h.deliver(c)
 }
 
-// route is the callback of <prefix>.<owner>.<op>: decode, find the session and hand
-// the call to its actor. Unknown sessions are answered here; closing one succeeds.
+// route is the callback of <prefix>.<owner>.<op>.
 func (h *TransferHost) route(op string, m *nats.Msg) {
 	c := &call{h: h, msg: m, op: op}
 	if err := h.admit(); err != nil {
@@ -113,23 +110,18 @@ func (h *TransferHost) route(op string, m *nats.Msg) {
 		c.fail(err)
 		return
 	}
-	c.req = req
-	h.mu.Lock()
-	e := h.sessions[id]
-	if e == nil || e.pid == nil {
-		h.mu.Unlock()
-		if op == protocol.TransferClose {
-			c.respond(protocol.Empty{})
-		} else {
-			c.fail(notFound(id))
-		}
+	c.id, c.req = id, req
+	h.deliver(c)
+}
+
+// deliver hands a decoded call to the host actor, or refuses it once the actor has
+// stopped (nothing would answer it).
+func (h *TransferHost) deliver(c *call) {
+	if h.actorDone.Err() != nil {
+		c.fail(protocol.Refused("transfer host %s of engine %s has stopped, so it ran nothing; retry", h.prefix, h.owner))
 		return
 	}
-	e.pending++
-	e.lastUsed = h.clock.Now()
-	c.entry = e
-	h.engine.Send(e.pid, c)
-	h.mu.Unlock()
+	h.tell(c)
 }
 
 func decodeOp(op string, data []byte) (id string, req any, err error) {

@@ -2,8 +2,8 @@
 // transfer sessions. It provides the owner ids and session ids that route a session's
 // calls to the engine holding it, the Host contract the handover drives, StopDelivery
 // (end a subscription at the broker without losing what it was already sent),
-// WaitForSessions (the two-round drain), the TransferHost (chunked transfers, a
-// hollywood actor with one child actor per session) and the OverflowHost (replies too
+// WaitForSessions (the two-round drain), the TransferHost (chunked transfers: a
+// hollywood actor for the host, and one per session) and the OverflowHost (replies too
 // large for one message).
 //
 // # Transfer protocol
@@ -51,21 +51,68 @@
 //
 //  1. StopAccepting: the host ends P.open at the broker with StopDelivery and returns
 //     once the broker confirmed the UNSUB; the opens it had already been sent are still
-//     answered, and the owner-scoped subjects keep serving open sessions.
+//     answered, and the owner-scoped subjects keep serving open sessions. While the
+//     connection is down it drains nothing (that would leave the subscription at the
+//     broker, see WaitConnected) and a later StopAccepting drains it.
 //  2. WaitForSessions: twice, every host's SessionsFinished, until nothing is open or
 //     the drain deadline.
 //  3. Stop: every subscription ends, every remaining session is closed and its handler
 //     cancelled.
 //
 // The host actor obeys the same steps as role messages (actors.Serve, StopAccepting,
-// Stop) and answers Accepting, Drained and Down.
+// Stop) and answers Accepting, Drained and Down; the methods Serve, StopAccepting,
+// Stop and Close send it the same commands and wait for its answer. Close stops the
+// host for good and waits, bounded by its context, for everything the host started.
+//
+// # Actors and what they own
+//
+// The host actor owns its role state, as plain fields touched only in its Receive: the
+// phase (idle, subscribing, serving, stopping-accepting, draining, stopping, stopped,
+// closed), the broker step running and the role commands waiting behind it, and whom
+// to answer. Each broker step (subscribe and flush; UNSUB of P.open and its
+// confirmation; UNSUB of everything, a flush and the wait for the handlers) runs on a
+// goroutine of the host's that reports back with a message, and the next command
+// starts from the mailbox; a Stop cuts a running Serve or StopAccepting short rather
+// than wait for it. The wait for sessions after an actor's StopAccepting is a goroutine
+// too, which reports when it ends.
+//
+// The host actor alone changes the TransferHost's durable state: the subscriptions, the
+// registry of open sessions, the byte budget, and the context sessions run under. A
+// session actor asks for bytes by message (reserve, answered reserved), and reports a
+// failed start, a crash and each answered call the same way. The one counter changed
+// off the actors is the hot path's own: the calls in flight, an atomic counted at the
+// edge so the limit holds before anything queues.
+//
+// NATS callbacks read nothing of the registry. Each decodes its request, counts it,
+// and sends it to the host actor, which answers opens and closes itself and routes
+// every other call to its session's actor. The detour is what keeps a call from being
+// lost: hollywood drops what lands behind a poison pill without a trace, and since the
+// host actor both routes calls and poisons session actors, every call it routes is
+// ahead of the pill. Handles read what the host actor publishes through
+// internal/notify: Sessions, SessionPID and SessionsFinished a copy-on-write view (the
+// open sessions, the drain of P.open), SessionsFinished also the in-flight count.
+//
+// Every goroutine has an owner that waits for it: the steps, drain waits and what a
+// stopped actor leaves behind are in the host's steps group; the reaper (whose ticker
+// the host actor starts at Serve and stops at Stop, at a restart and when it stops) and
+// the handlers are in its work group, which Stop waits for and which takes no new
+// handler from Stop to the next Serve. Close waits for both, for the session actors and
+// for the host actor.
 //
 // # Crashes
 //
-// The TransferHost value is the durable state: subscriptions, the session registry,
-// budgets and counters. Every actor runs under actors.Recover, which restarts a crashed
-// actor in place (same PID and inbox; an actors.Kill crashes one on purpose). The host
-// actor holds nothing of its own, so its crash loses no session and no queued call. A
-// session's bytes and sequence numbers live only in its actor, so a crashed session
-// actor loses its session: its next call is NOT_FOUND, and no other session notices.
+// Every actor runs under actors.Recover, which restarts a crashed actor in place (same
+// PID and inbox; an actors.Kill crashes one on purpose). The host actor keeps its role
+// state across the restart (a command in progress is still in progress: its step will
+// report, and its sender waits) and the TransferHost keeps the rest, so its crash loses
+// no session and no queued call; the message it crashed on is answered (a call
+// INTERNAL) or handled once more, and its reaper restarts. A session's bytes and
+// sequence numbers live only in its actor, so a crashed session actor loses its
+// session: its next call is NOT_FOUND, closing it succeeds, and no other session
+// notices.
+//
+// # Logging
+//
+// Hosts log through the *zap.Logger of their config (nil discards), like the rest of
+// the engine.
 package sessions

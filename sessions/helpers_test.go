@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -31,6 +33,27 @@ func newEngine(t testing.TB) *actor.Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// engineOf is the actor engine the host actor was spawned on.
+func engineOf(h *TransferHost) *actor.Engine { return h.ref.Load().eng }
+
+// countRestarts counts the in-place restarts of the actors on eng after a recovered
+// panic (actors.Restarted on its event stream), from now on.
+func countRestarts(t testing.TB, eng *actor.Engine) func() int {
+	t.Helper()
+	var n atomic.Int64
+	pid := eng.SpawnFunc(func(c *actor.Context) {
+		if _, ok := c.Message().(actors.Restarted); ok {
+			n.Add(1)
+		}
+	}, "restarts")
+	eng.Subscribe(pid)
+	t.Cleanup(func() {
+		eng.Unsubscribe(pid)
+		<-eng.Poison(pid).Done()
+	})
+	return func() int { return int(n.Load()) }
 }
 
 // startHost builds, spawns and serves a host, closed at cleanup.
@@ -238,12 +261,8 @@ func (c *client) readAll(id string) ([]byte, error) {
 	}
 }
 
-// roundTrip runs one whole session: open, write, start, read, close.
-func (c *client) roundTrip(op string, meta any, data []byte) ([]byte, error) {
-	o, err := c.open(op, meta, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open: %w", err)
-	}
+// roundTripOn runs the rest of an open session: write, start, read, close.
+func (c *client) roundTripOn(o protocol.TransferOpenReply, data []byte) ([]byte, error) {
 	if err := c.writeAll(o.ID, o.ChunkBytes, data); err != nil {
 		return nil, err
 	}
@@ -255,6 +274,15 @@ func (c *client) roundTrip(op string, meta any, data []byte) ([]byte, error) {
 		return nil, err
 	}
 	return out, c.close(o.ID)
+}
+
+// roundTrip runs one whole session: open, write, start, read, close.
+func (c *client) roundTrip(op string, meta any, data []byte) ([]byte, error) {
+	o, err := c.open(op, meta, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	return c.roundTripOn(o, data)
 }
 
 func wantCode(t testing.TB, err error, code protocol.Code) {
@@ -322,6 +350,19 @@ func (f *fakeClock) Advance(d time.Duration) {
 		default:
 		}
 	}
+}
+
+// running counts the tickers made and not stopped.
+func (f *fakeClock) running() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, t := range f.tickers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
 }
 
 func (t *fakeTicker) C() <-chan time.Time { return t.c }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -37,7 +37,8 @@ type OverflowConfig struct {
 	// the engine's lease is confirmed. Required.
 	LeaseValid func() bool
 	Clock      Clock
-	Logger     *slog.Logger
+	// Logger receives what the host logs; nil discards.
+	Logger *zap.Logger
 }
 
 // OverflowHost parks replies too large for one NATS message (reference-abi §6.5). It is
@@ -124,7 +125,7 @@ func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, send fu
 			size, limit, protocol.HeaderOverflow)))
 	}
 	o.beginCall()
-	defer o.endCall(nil)
+	defer o.endCall()
 	ref, err := o.park(ctx, data)
 	if err != nil {
 		return send(errorMsg(o.owner, err))
@@ -137,7 +138,7 @@ func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, send fu
 	notice.Header.Set(protocol.HeaderOverflowReply, ref.ID)
 	notice.Header.Set(protocol.HeaderOverflowSize, strconv.FormatInt(ref.Size, 10))
 	if err := send(notice); err != nil {
-		o.closeParked(ref.ID)
+		o.tell(closeParked{id: ref.ID, reason: "its reply could not be announced"})
 		return err
 	}
 	return nil
@@ -155,14 +156,11 @@ func (o *OverflowHost) park(ctx context.Context, data []byte) (*protocol.Overflo
 			"the reply of %d bytes is above the overflow limit of %d; the operation may already have completed, do not replay it automatically",
 			len(data), o.cfg.MaxSessionBytes)
 	}
-	o.mu.Lock()
-	eng, pid, serving := o.engine, o.pid, o.serving
-	o.mu.Unlock()
-	if !serving {
+	if !o.view.Load().serving || o.actorDone.Err() != nil {
 		return nil, overflowRefused(fmt.Errorf("the overflow host %s is not serving", o.owner))
 	}
 	p := &parkCall{data: data, done: make(chan parkResult, 1)}
-	eng.Send(pid, p)
+	o.tell(p)
 	select {
 	case r := <-p.done:
 		if r.err != nil {
@@ -179,7 +177,7 @@ func (o *OverflowHost) park(ctx context.Context, data []byte) (*protocol.Overflo
 		select {
 		case r := <-p.done:
 			if r.err == nil {
-				o.closeParked(r.id)
+				o.tell(closeParked{id: r.id, reason: "its caller gave up waiting"})
 			}
 		default:
 		}
@@ -190,12 +188,4 @@ func (o *OverflowHost) park(ctx context.Context, data []byte) (*protocol.Overflo
 func overflowRefused(cause error) error {
 	return protocol.Errorf(protocol.ResourceExhausted,
 		"the reply is above the broker's max payload and could not be parked (%v); the operation may already have completed, do not replay it automatically", cause)
-}
-
-func (o *OverflowHost) closeParked(id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if e := o.sessions[id]; e != nil {
-		o.closeLocked(e, "its reply could not be announced", true)
-	}
 }

@@ -1,15 +1,261 @@
 package sessions
 
-// The checks every transfer call goes through (chunk size, lease, session id) and the
-// registry of open sessions with its byte budget. Everything here is TransferHost state
-// guarded by its mu.
+// The registry of open sessions and its byte budget, in the host actor: opening and
+// parking sessions, routing their calls, reserving bytes for them, closing and reaping
+// them. Everything here runs in the host actor's Receive; the checks at the bottom are
+// pure.
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/protocol"
 )
+
+// entry is one open session in the registry.
+type entry struct {
+	// Set at open and never changed: the session actor reads them.
+	id    string
+	op    string
+	meta  json.RawMessage
+	chunk int
+	pid   *actor.PID
+	ctx   context.Context // the handler's; cancelled when the session closes
+
+	// The host actor's alone.
+	cancel   context.CancelFunc
+	lastUsed time.Time
+	pending  int   // calls routed to it and not yet answered
+	bytes    int64 // reserved from the host's budget
+	closed   bool
+}
+
+// route takes a received call: an open, or a call on a session, which goes on to the
+// session's actor. Unknown sessions are answered here (closing one succeeds), and so
+// is a close, which needs nothing of the session actor.
+//
+// Calls reach a session actor only through here, and only the host actor poisons
+// session actors, so every call it routes is ahead of the poison pill in the session
+// actor's inbox and is answered: hollywood drops what lands behind a pill without a
+// trace (go-deps §1.2).
+func (a *hostActor) route(cl *call) {
+	h := a.h
+	if cl.op == protocol.TransferOpen {
+		a.open(cl)
+		return
+	}
+	e := h.sessions[cl.id]
+	switch {
+	case e == nil && cl.op == protocol.TransferClose:
+		cl.respond(protocol.Empty{})
+	case e == nil:
+		cl.fail(notFound(cl.id))
+	case cl.op == protocol.TransferClose:
+		a.closeSession(e, "closed by its client")
+		a.publish()
+		cl.respond(protocol.Empty{})
+	default:
+		e.pending++
+		e.lastUsed = h.clock.Now()
+		cl.entry = e
+		a.eng.Send(e.pid, cl)
+	}
+}
+
+// callEnded counts the answer of a call routed to e.
+func (a *hostActor) callEnded(e *entry) {
+	if e.closed {
+		return
+	}
+	e.pending--
+	e.lastUsed = a.h.clock.Now()
+}
+
+// open answers an open request: negotiate, check the limits, spawn the session actor.
+func (a *hostActor) open(cl *call) {
+	h := a.h
+	if err := h.checkLease(protocol.TransferOpen); err != nil {
+		cl.fail(err)
+		return
+	}
+	req := cl.req.(*protocol.TransferOpenRequest)
+	if _, ok := h.cfg.Handlers[req.Operation]; !ok {
+		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer operation %q is not served on %s (served: %s)", req.Operation, h.prefix, h.operations()))
+		return
+	}
+	if len(req.Metadata) > protocol.MaxTransferMetadataBytes {
+		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer metadata of %d bytes is above the limit of %d", len(req.Metadata), protocol.MaxTransferMetadataBytes))
+		return
+	}
+	if req.Size < 0 {
+		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer size %d is negative", req.Size))
+		return
+	}
+	if req.Size > h.cfg.MaxSessionBytes {
+		cl.fail(protocol.Errorf(protocol.PayloadTooLarge, "transfer of %d bytes is above the limit of %d per session", req.Size, h.cfg.MaxSessionBytes))
+		return
+	}
+	chunk, err := h.negotiate(req.ChunkBytes)
+	if err != nil {
+		cl.fail(err)
+		return
+	}
+	e, err := a.newSession(req.Operation, req.Metadata, chunk, nil)
+	if err != nil {
+		cl.fail(err)
+		return
+	}
+	cl.respond(protocol.TransferOpenReply{ID: e.id, ChunkBytes: chunk})
+}
+
+// park answers a parkCall: a session that is already started and serves data.
+func (a *hostActor) park(p *parkCall) {
+	if p.abandoned.Load() {
+		p.answer(parkResult{err: context.Canceled})
+		return
+	}
+	chunk := a.h.maxChunk()
+	e, err := a.newSession(protocol.OverflowReplyOperation, nil, chunk, p.data)
+	if err != nil {
+		p.answer(parkResult{err: err})
+		return
+	}
+	p.answer(parkResult{id: e.id, chunk: chunk})
+}
+
+func (p *parkCall) answer(r parkResult) {
+	select {
+	case p.done <- r:
+	default: // answered before (a crash after the answer)
+	}
+}
+
+// newSession registers a session and spawns its actor. parked, when not nil, is served
+// as the result of a session that is already started.
+func (a *hostActor) newSession(op string, meta []byte, chunk int, parked []byte) (*entry, error) {
+	h := a.h
+	if h.epoch == nil {
+		return nil, protocol.Refused("transfer host %s of engine %s is not serving, so it opened nothing; retry", h.prefix, h.owner)
+	}
+	if len(h.sessions) >= h.cfg.MaxSessions {
+		return nil, protocol.Errorf(protocol.ResourceExhausted, "transfer host %s has %d sessions open, its limit", h.prefix, len(h.sessions))
+	}
+	e := &entry{id: NewSessionID(h.owner), op: op, meta: meta, chunk: chunk}
+	if err := a.fits(e, int64(len(parked))); err != nil {
+		return nil, err
+	}
+	_, local, _ := ParseSessionID(e.id)
+	e.ctx, e.cancel = context.WithCancel(h.epoch)
+	e.lastUsed = h.clock.Now()
+	h.sessionActors.Update(func(n int) (int, bool) { return n + 1, true })
+	// Named under the host, but not a hollywood child: hollywood v1.0.5 stops a parent
+	// by poisoning each child again and waiting without a timeout, and a second poison
+	// of an actor already stopping never completes (go-deps §1.2). Session actors are
+	// poisoned exactly once, by closeSession, and Close waits for them itself.
+	e.pid = a.eng.Spawn(h.sessionProducer(e, parked), a.self.ID+"/session", actors.SpawnOpts(local)...)
+	h.sessions[e.id] = e
+	a.take(e, int64(len(parked)))
+	a.publish()
+	return e, nil
+}
+
+// closeSession ends session e: out of the registry, its bytes back to the budget, its
+// handler cancelled and its actor stopped. The caller publishes.
+func (a *hostActor) closeSession(e *entry, reason string) {
+	if e.closed {
+		return
+	}
+	h := a.h
+	e.closed = true
+	delete(h.sessions, e.id)
+	h.buffered -= e.bytes
+	e.bytes = 0
+	e.cancel()
+	a.eng.Poison(e.pid) // its Stopped answers what it still holds
+	h.log.Debug("transfer session closed", zap.String("session", e.id), zap.String("reason", reason))
+}
+
+// endSession closes a session whose start failed, then answers the start. A session
+// closed meanwhile was closed first: its start is NOT_FOUND, as any call on it.
+func (a *hostActor) endSession(m endSession) {
+	if m.e.closed {
+		m.call.fail(notFound(m.e.id))
+		return
+	}
+	a.closeSession(m.e, m.reason)
+	a.publish()
+	m.call.fail(m.err)
+}
+
+// reserve answers a session actor's reserve.
+func (a *hostActor) reserve(m reserve) {
+	e := m.e
+	if e.closed {
+		a.eng.Send(e.pid, reserved{err: notFound(e.id)}) // behind its pill: its Stopped answers
+		return
+	}
+	release := min(m.release, e.bytes)
+	e.bytes -= release
+	a.h.buffered -= release
+	if err := a.fits(e, m.n); err != nil {
+		if m.ends {
+			// Ended before it is answered, so a client reading the error finds the
+			// session gone.
+			a.closeSession(e, "its result did not fit")
+			a.publish()
+			m.call.fail(err)
+		}
+		a.eng.Send(e.pid, reserved{err: err})
+		return
+	}
+	a.take(e, m.n)
+	a.eng.Send(e.pid, reserved{})
+}
+
+// fits checks that session e may hold n more bytes.
+func (a *hostActor) fits(e *entry, n int64) error {
+	h := a.h
+	if e.bytes+n > h.cfg.MaxSessionBytes {
+		return protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s would hold %d bytes, above the limit of %d per session", e.id, e.bytes+n, h.cfg.MaxSessionBytes)
+	}
+	if h.buffered+n > h.cfg.MaxBufferedBytes {
+		return protocol.Errorf(protocol.ResourceExhausted, "transfer host %s holds %d bytes; %d more would pass its limit of %d", h.prefix, h.buffered, n, h.cfg.MaxBufferedBytes)
+	}
+	return nil
+}
+
+func (a *hostActor) take(e *entry, n int64) {
+	e.bytes += n
+	a.h.buffered += n
+}
+
+// reap closes the sessions no call has touched for the idle timeout.
+func (a *hostActor) reap() {
+	h := a.h
+	now := h.clock.Now()
+	reaped := false
+	for _, e := range h.sessions {
+		if idle := now.Sub(e.lastUsed); e.pending == 0 && idle >= h.cfg.IdleTimeout {
+			a.closeSession(e, fmt.Sprintf("idle for %s", idle.Round(time.Second)))
+			reaped = true
+		}
+	}
+	if reaped {
+		a.publish()
+	}
+	if h.afterReap != nil {
+		h.afterReap()
+	}
+}
 
 // maxChunk is the largest chunk the host offers now.
 func (h *TransferHost) maxChunk() int {
@@ -40,80 +286,6 @@ func (h *TransferHost) operations() string {
 	}
 	sort.Strings(ops)
 	return strings.Join(ops, ", ")
-}
-
-// notifyLocked wakes SessionsFinished when nothing is open or in flight. mu held.
-func (h *TransferHost) notifyLocked() {
-	if len(h.sessions) == 0 && h.inflight == 0 {
-		close(h.idle)
-		h.idle = make(chan struct{})
-	}
-}
-
-// closeLocked ends session e: out of the registry, its bytes back to the budget, its
-// handler cancelled and, with poison, its actor stopped. Every message sent to a
-// session actor is sent with mu held after checking e.closed, so the poison pill lands
-// behind all of them and each is still answered. mu held.
-func (h *TransferHost) closeLocked(e *entry, reason string, poison bool) {
-	if e.closed {
-		return
-	}
-	e.closed = true
-	delete(h.sessions, e.id)
-	h.buffered -= e.bytes
-	e.bytes = 0
-	e.cancel()
-	if poison && e.pid != nil {
-		h.engine.Poison(e.pid)
-	}
-	h.log.Debug("transfer session closed", "session", e.id, "reason", reason)
-	h.notifyLocked()
-}
-
-func (h *TransferHost) closeEntry(e *entry, reason string, poison bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closeLocked(e, reason, poison)
-}
-
-func (h *TransferHost) isClosed(e *entry) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return e.closed
-}
-
-// reserve takes n bytes from the budget for session e.
-func (h *TransferHost) reserve(e *entry, n int64) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.reserveLocked(e, n)
-}
-
-func (h *TransferHost) reserveLocked(e *entry, n int64) error {
-	if e.closed {
-		return notFound(e.id)
-	}
-	if e.bytes+n > h.cfg.MaxSessionBytes {
-		return protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s would hold %d bytes, above the limit of %d per session", e.id, e.bytes+n, h.cfg.MaxSessionBytes)
-	}
-	if h.buffered+n > h.cfg.MaxBufferedBytes {
-		return protocol.Errorf(protocol.ResourceExhausted, "transfer host %s holds %d bytes; %d more would pass its limit of %d", h.prefix, h.buffered, n, h.cfg.MaxBufferedBytes)
-	}
-	e.bytes += n
-	h.buffered += n
-	return nil
-}
-
-// release gives n bytes of session e back to the budget.
-func (h *TransferHost) release(e *entry, n int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e.closed {
-		return // closing gave everything back already
-	}
-	n = min(n, e.bytes)
-	e.bytes -= n
-	h.buffered -= n
 }
 
 func notFound(id string) error {

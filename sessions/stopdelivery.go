@@ -39,35 +39,51 @@ type Drain struct {
 //
 // The returned Drain is never nil, so a caller can still wait on what was received
 // when the confirmation failed (the error says which subscriptions were not confirmed).
-// If the connection is reconnecting, nats.go holds the UNSUB back, so the broker
-// cannot confirm it: end subscriptions while connected.
+// If the connection is reconnecting, it waits for the connection first (nats.go would
+// hold the UNSUB back, and the broker keep the subscription); if ctx ends before the
+// connection is back, nothing is drained and the error says so.
 func StopDelivery(ctx context.Context, nc *nats.Conn, subs ...*nats.Subscription) (*Drain, error) {
-	d, err := beginDrain(ctx, nc, subs)
+	d := newDrain(nc, subs)
+	err := d.begin(ctx)
 	if cerr := d.confirm(ctx); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	return d, err
 }
 
-// beginDrain writes the UNSUBs, once the connection is up (WaitConnected says why; if
-// ctx ends first it drains anyway and the confirmation reports the failure). Listeners
-// are registered before the drain starts so the closing of a subscription that drains
-// at once is not missed.
-func beginDrain(ctx context.Context, nc *nats.Conn, subs []*nats.Subscription) (*Drain, error) {
-	_ = WaitConnected(ctx, nc)
+// newDrain is the Drain of subs, not begun. It registers the listeners of their
+// closing before anything drains, so a subscription that drains at once is not missed;
+// it does no I/O, so an actor may call it.
+func newDrain(nc *nats.Conn, subs []*nats.Subscription) *Drain {
 	d := &Drain{nc: nc}
-	var errs []error
 	for _, s := range subs {
 		if s == nil {
 			continue
 		}
 		d.subs = append(d.subs, s)
 		d.closed = append(d.closed, s.StatusChanged(nats.SubscriptionClosed))
+	}
+	return d
+}
+
+// begin writes the UNSUBs of the subscriptions not yet draining, once the connection
+// is up. If ctx ends first it drains nothing: a drain while reconnecting leaves the
+// subscription at the broker (WaitConnected says why), while one still subscribed can
+// be ended safely later, by Unsubscribe or another begin.
+func (d *Drain) begin(ctx context.Context) error {
+	if err := WaitConnected(ctx, d.nc); err != nil {
+		return fmt.Errorf("the connection is not up, so %s still deliver: %w", d.subjects(), err)
+	}
+	var errs []error
+	for _, s := range d.subs {
+		if !s.IsValid() || s.IsDraining() {
+			continue
+		}
 		if err := s.Drain(); err != nil && !errors.Is(err, nats.ErrBadSubscription) {
 			errs = append(errs, fmt.Errorf("drain subscription %s: %w", s.Subject, err))
 		}
 	}
-	return d, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // confirm makes the round trip that proves the broker processed the UNSUBs written

@@ -2,47 +2,38 @@ package sessions
 
 import (
 	"context"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/abi-engine/engine/internal/natstest"
 )
 
-// records keeps the slog records a host logs.
-type records struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-	return nil
-}
-func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *records) WithGroup(string) slog.Handler      { return r }
-
 // TestStopWithoutTheBrokerDoesNotWarn: Stop's round trip after its UNSUBs is a
 // courtesy (the subscriptions are gone on the client already), so a broker that does
 // not answer it, as at an exit after the broker went away, is not worth a warning
-// (issue 10 item 9).
+// (issue 10 item 9). It is logged, at Info, through the zap logger the host was given
+// (issue 11: one logger).
 func TestStopWithoutTheBrokerDoesNotWarn(t *testing.T) {
 	srv := natstest.Start(t)
-	logs := &records{}
-	h := startHost(t, connect(t, srv), TransferConfig{Logger: slog.New(logs), Handlers: map[string]Handler{
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := startHost(t, connect(t, srv), TransferConfig{Logger: zap.New(core), Handlers: map[string]Handler{
 		"get": func(context.Context, TransferRequest) ([]byte, error) { return nil, nil },
 	}})
 	srv.Stop()
 	h.Stop()
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	for _, rec := range logs.recs {
-		if rec.Level >= slog.LevelWarn && strings.Contains(rec.Message, "did not confirm") {
-			t.Errorf("Stop logged %s: %s", rec.Level, rec.Message)
+	told := false
+	for _, e := range logs.All() {
+		if e.Level >= zapcore.WarnLevel {
+			t.Errorf("Stop logged %s: %s", e.Level, e.Message)
 		}
+		if e.Message == "the broker did not confirm the UNSUBs of a stopped transfer host" && e.ContextMap()["prefix"] == testPrefix {
+			told = true
+		}
+	}
+	if !told {
+		t.Errorf("Stop did not log, through the host's zap logger, that the broker did not confirm: %v", logs.All())
 	}
 }

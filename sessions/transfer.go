@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
+	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -33,7 +33,7 @@ const maxReapInterval = time.Second
 // stopFlushTimeout bounds the round trip Stop makes after its UNSUBs.
 const stopFlushTimeout = time.Second
 
-// ErrClosed is returned by Serve on a host that was closed.
+// ErrClosed is returned by Serve on a host that was closed (or whose actor stopped).
 var ErrClosed = errors.New("transfer host closed")
 
 // Handler runs a transfer operation when the client starts its session. It receives
@@ -43,7 +43,7 @@ var ErrClosed = errors.New("transfer host closed")
 //
 // It runs on a goroutine the host owns, with ctx cancelled when the session closes or
 // the host stops, and bounded by the start request's timeout_ms. It must return when
-// ctx ends: Stop waits for it. A *protocol.Error it returns reaches the client as is;
+// ctx ends: Stop waits for it (Close only until its own context ends). A *protocol.Error it returns reaches the client as is;
 // any other error is INTERNAL. A failed start ends the session.
 type Handler func(ctx context.Context, req TransferRequest) ([]byte, error)
 
@@ -93,78 +93,73 @@ type TransferConfig struct {
 	// Clock is the time source of idle expiry; nil is SystemClock().
 	Clock Clock
 	// Logger receives crashes, failed handlers and failed replies; nil discards.
-	Logger *slog.Logger
+	Logger *zap.Logger
 }
 
 // TransferHost serves one transfer prefix (protocol/transfer.go has the wire protocol):
-// a hollywood actor, one child actor per session, and a sessions.Host for the handover.
+// a hollywood actor, one actor per session, and a sessions.Host for the handover.
 //
-// The TransferHost value is the durable state its spawner owns: the subscriptions, the
-// registry of open sessions, the byte budget and the counters. The actors close over
-// it, so a crashed actor is replaced by a fresh one that carries on (see Producer).
-// What lives only in a session actor is that session's bytes and sequence numbers: a
-// crashed session actor loses its session, whose next call is NOT_FOUND.
+// The TransferHost value is what its spawner owns and what outlives a crashed actor
+// (design §3): the subscriptions, the registry of open sessions, the byte budget and
+// the counters. Only the host actor changes them, in its Receive; session actors ask it
+// by message. Handles (Sessions, SessionPID, SessionsFinished) read what the host actor
+// publishes. What lives only in a session actor is that session's bytes and sequence
+// numbers: a crashed session actor loses its session, whose next call is NOT_FOUND.
 //
-// NATS callbacks decode each request and forward it with engine.Send: an open to the
-// host actor, which spawns the session's actor; a write, start, read or close straight
-// to the session's actor through the registry. Actors never block: the handlers run on
-// goroutines the host owns, and role commands (actors.Serve, StopAccepting, Stop) run on
-// goroutines that answer the sender when done.
+// Its methods (Serve, StopAccepting, Stop, Close) send the host actor the role command
+// and wait for its answer; the root sends the same commands as actors messages.
 type TransferHost struct {
 	nc       *nats.Conn
 	cfg      TransferConfig
 	owner    string
 	prefix   string
 	clock    Clock
-	log      *slog.Logger
+	log      *zap.Logger
 	reapTick time.Duration
 
-	life    context.Context // ends at Close
+	life    context.Context // ends at Close: every step, handler and wait derives from it
 	endLife context.CancelFunc
 
-	// roleMu serialises the role operations: Serve, StopAccepting, Stop, Close.
-	roleMu    sync.Mutex
-	openSub   *nats.Subscription
-	ownerSubs []*nats.Subscription
-	tickStop  chan struct{}
+	ref       atomic.Pointer[hostRef] // the host actor, from its Initialized on
+	actorDone context.Context         // ends when the host actor has stopped
+	actorGone context.CancelFunc
+	poisoned  atomic.Bool // Close poisons the host actor once
 
-	mu        sync.Mutex
-	engine    *actor.Engine
-	pid       *actor.PID
-	serving   bool
-	closing   bool
-	epoch     context.Context // from Serve to Stop; parent of every session's context
+	// Durable state, changed only by the host actor.
+	ownerSubs []*nats.Subscription // <prefix>.<owner>.<op>, one per op
+	openSub   *nats.Subscription   // <prefix>.open, nil while not accepting
+	openDrain *Drain               // the delivery of the ended <prefix>.open, until Stop or Serve
+	epoch     context.Context      // from Serve to Stop; parent of every session's context
 	endEpoch  context.CancelFunc
 	sessions  map[string]*entry
-	buffered  int64
-	inflight  int
-	openDrain *Drain
-	idle      chan struct{} // closed (and replaced) whenever nothing is open or in flight
+	buffered  int64 // bytes the sessions hold together
 
-	liveActors int           // session actors spawned and not yet stopped
-	actorsGone chan struct{} // closed (and replaced) whenever liveActors drops to 0
+	// The hot path's own counter: calls received and not yet answered. Counted at the
+	// edge (the callbacks), so the bound on calls in flight holds before anything queues.
+	inflight atomic.Int64
+	quiet    *notify.Value[uint64] // bumped each time inflight drops to 0
 
-	work  sync.WaitGroup // the reaper's ticker goroutine and the handlers
-	roles sync.WaitGroup // goroutines answering role commands
+	view          *notify.Value[hostView] // published by the host actor, read by handles
+	sessionActors *notify.Value[int]      // session actors spawned and not yet stopped
 
-	restarts  atomic.Int64
+	steps *group // the broker steps, the drain waits, the final stop
+	work  *group // the reaper and the handlers; shut from Stop to Serve
+
 	afterReap func() // tests: called by the host actor after each reap pass
 }
 
-// entry is one open session in the registry. Guarded by TransferHost.mu.
-type entry struct {
-	id       string
-	op       string
-	meta     json.RawMessage
-	chunk    int
-	pid      *actor.PID
-	lastUsed time.Time
-	pending  int  // calls routed to it and not yet answered
-	running  bool // its handler runs
-	closed   bool
-	bytes    int64 // reserved from the host's budget
-	ctx      context.Context
-	cancel   context.CancelFunc
+// hostRef is where the host actor is.
+type hostRef struct {
+	eng *actor.Engine
+	pid *actor.PID
+}
+
+// hostView is what the host actor publishes for the handles: copy-on-write, never
+// changed once published.
+type hostView struct {
+	serving  bool                  // takes new sessions: between Serve and Stop
+	sessions map[string]*actor.PID // the open sessions' actors
+	drain    *Drain                // the ended <prefix>.open still delivering, or nil
 }
 
 // NewTransferHost builds a host on nc. nc must be connected: the broker's max payload
@@ -227,21 +222,26 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 		cfg.Clock = SystemClock()
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = zap.NewNop()
 	}
 	h := &TransferHost{
-		nc:         nc,
-		cfg:        cfg,
-		owner:      cfg.Owner,
-		prefix:     cfg.Prefix,
-		clock:      cfg.Clock,
-		log:        cfg.Logger.With("prefix", cfg.Prefix, "owner", cfg.Owner),
-		reapTick:   max(time.Millisecond, min(maxReapInterval, cfg.IdleTimeout/2)),
-		sessions:   map[string]*entry{},
-		idle:       make(chan struct{}),
-		actorsGone: make(chan struct{}),
+		nc:            nc,
+		cfg:           cfg,
+		owner:         cfg.Owner,
+		prefix:        cfg.Prefix,
+		clock:         cfg.Clock,
+		log:           cfg.Logger.With(zap.String("prefix", cfg.Prefix), zap.String("owner", cfg.Owner)),
+		reapTick:      max(time.Millisecond, min(maxReapInterval, cfg.IdleTimeout/2)),
+		sessions:      map[string]*entry{},
+		quiet:         notify.New[uint64](0),
+		view:          notify.New(hostView{}),
+		sessionActors: notify.New(0),
+		steps:         newGroup(),
+		work:          newGroup(),
 	}
+	h.work.Shut() // until Serve
 	h.life, h.endLife = context.WithCancel(context.Background())
+	h.actorDone, h.actorGone = context.WithCancel(context.Background())
 	return h, nil
 }
 
@@ -275,289 +275,22 @@ func (h *TransferHost) Prefix() string { return h.prefix }
 
 // PID is the host actor's PID, nil until it is spawned.
 func (h *TransferHost) PID() *actor.PID {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.pid
+	if r := h.ref.Load(); r != nil {
+		return r.pid
+	}
+	return nil
 }
 
 // SessionPID is the PID of the actor of session id, nil if no such session is open.
 // The chaos harness kills session actors through it.
-func (h *TransferHost) SessionPID(id string) *actor.PID {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e := h.sessions[id]; e != nil {
-		return e.pid
-	}
-	return nil
-}
-
-// Restarts counts the crashes of the host's actors (host and sessions) that the
-// recover middleware has replaced with a fresh instance.
-func (h *TransferHost) Restarts() int64 { return h.restarts.Load() }
+func (h *TransferHost) SessionPID(id string) *actor.PID { return h.view.Load().sessions[id] }
 
 // Sessions is the number of open sessions.
-func (h *TransferHost) Sessions() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.sessions)
-}
+func (h *TransferHost) Sessions() int { return len(h.view.Load().sessions) }
 
-// Serve subscribes the owner-scoped subjects and, if the host serves operations,
-// <prefix>.open on queue group <prefix>.owners, and returns once the broker has
-// confirmed them. Serving again after StopAccepting or Stop subscribes what is missing.
-func (h *TransferHost) Serve(ctx context.Context) error {
-	h.roleMu.Lock()
-	defer h.roleMu.Unlock()
-	h.mu.Lock()
-	switch {
-	case h.closing:
-		h.mu.Unlock()
-		return fmt.Errorf("transfer host %s: %w", h.prefix, ErrClosed)
-	case h.engine == nil:
-		h.mu.Unlock()
-		return fmt.Errorf("transfer host %s: its actor is not spawned; spawn it before Serve", h.prefix)
+// tell sends msg to the host actor, if it is spawned.
+func (h *TransferHost) tell(msg any) {
+	if r := h.ref.Load(); r != nil {
+		r.eng.Send(r.pid, msg)
 	}
-	if !h.serving {
-		h.serving = true
-		h.epoch, h.endEpoch = context.WithCancel(h.life)
-		h.startReaper()
-	}
-	h.mu.Unlock()
-
-	if h.ownerSubs == nil {
-		var subs []*nats.Subscription
-		for _, op := range []string{protocol.TransferWrite, protocol.TransferStart, protocol.TransferRead, protocol.TransferClose} {
-			sub, err := h.nc.Subscribe(OwnerSubject(h.prefix, h.owner, op), func(m *nats.Msg) { h.route(op, m) })
-			if err != nil {
-				for _, s := range subs {
-					_ = s.Unsubscribe()
-				}
-				return fmt.Errorf("transfer host %s: subscribe %s: %w", h.prefix, OwnerSubject(h.prefix, h.owner, op), err)
-			}
-			subs = append(subs, sub)
-		}
-		h.ownerSubs = subs
-	}
-	if h.openSub == nil && len(h.cfg.Handlers) > 0 {
-		sub, err := h.nc.QueueSubscribe(OpenSubject(h.prefix), OwnersQueue(h.prefix), h.routeOpen)
-		if err != nil {
-			return fmt.Errorf("transfer host %s: subscribe %s: %w", h.prefix, OpenSubject(h.prefix), err)
-		}
-		h.openSub = sub
-		h.mu.Lock()
-		h.openDrain = nil
-		h.mu.Unlock()
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, confirmTimeout)
-		defer cancel()
-	}
-	if err := h.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("transfer host %s: the broker did not confirm its subscriptions: %w", h.prefix, err)
-	}
-	return nil
-}
-
-// startReaper starts the goroutine that asks the host actor to close idle sessions.
-// Called with mu held, from Serve (which holds roleMu).
-func (h *TransferHost) startReaper() {
-	stop := make(chan struct{})
-	h.tickStop = stop
-	t := h.clock.NewTicker(h.reapTick)
-	eng, pid := h.engine, h.pid
-	h.work.Go(func() {
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C():
-				eng.Send(pid, reapTick{})
-			case <-stop:
-				return
-			}
-		}
-	})
-}
-
-// StopAccepting ends the <prefix>.open subscription at the broker (StopDelivery) and
-// returns once the broker confirmed it: new opens go to another engine. The opens
-// already received are still answered, and open sessions go on. Calling it again
-// confirms again.
-func (h *TransferHost) StopAccepting(ctx context.Context) error {
-	h.roleMu.Lock()
-	var err error
-	if sub := h.openSub; sub != nil {
-		h.openSub = nil
-		var d *Drain
-		d, err = beginDrain(ctx, h.nc, []*nats.Subscription{sub})
-		h.mu.Lock()
-		h.openDrain = d
-		h.mu.Unlock()
-	}
-	h.mu.Lock()
-	d := h.openDrain
-	h.mu.Unlock()
-	h.roleMu.Unlock()
-	if d == nil {
-		return nil
-	}
-	if cerr := d.confirm(ctx); cerr != nil {
-		err = errors.Join(err, cerr)
-	}
-	if err != nil {
-		return fmt.Errorf("transfer host %s: stop accepting: %w", h.prefix, err)
-	}
-	return nil
-}
-
-// SessionsFinished returns nil once every open received before StopAccepting has been
-// answered, no session is open (a session stays open until its client closes it or it
-// idle-expires) and no call is in flight; or ctx's error.
-func (h *TransferHost) SessionsFinished(ctx context.Context) error {
-	h.mu.Lock()
-	d := h.openDrain
-	h.mu.Unlock()
-	if d != nil {
-		if err := d.Wait(ctx); err != nil {
-			return fmt.Errorf("transfer host %s: %w", h.prefix, err)
-		}
-	}
-	for {
-		h.mu.Lock()
-		n, k, ch := len(h.sessions), h.inflight, h.idle
-		h.mu.Unlock()
-		if n == 0 && k == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("transfer host %s: %d sessions open, %d calls in flight: %w", h.prefix, n, k, ctx.Err())
-		}
-	}
-}
-
-// Stop ends everything at once: every subscription, every open session (its actor is
-// stopped and its handler cancelled; its callers then get NOT_FOUND, or no responders
-// once the UNSUB has reached the broker). It returns once the handlers have returned.
-// Safe to call more than once; Serve may follow it (fencing, then a renewal that
-// succeeded).
-func (h *TransferHost) Stop() {
-	h.roleMu.Lock()
-	defer h.roleMu.Unlock()
-	subs := h.ownerSubs
-	if h.openSub != nil {
-		subs = append(subs, h.openSub)
-	}
-	h.ownerSubs, h.openSub = nil, nil
-	h.mu.Lock()
-	if d := h.openDrain; d != nil {
-		subs = append(subs, d.subs...)
-	}
-	h.mu.Unlock()
-	for _, s := range subs {
-		// Unsubscribe, not Drain: what is pending is dropped on purpose.
-		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-			h.log.Warn("unsubscribe failed", "subject", s.Subject, "error", err)
-		}
-	}
-	if len(subs) > 0 && !h.nc.IsClosed() {
-		// One short round trip, so callers get "no responders" from now on rather than
-		// a timeout. Not worth waiting long for, nor a warning when it fails (at an exit
-		// after the broker went away, at fencing): the subscriptions are gone here
-		// anyway, and the broker drops them with the connection.
-		if err := h.nc.FlushTimeout(stopFlushTimeout); err != nil {
-			h.log.Info("the broker did not confirm the UNSUBs of a stopped transfer host", "error", err)
-		}
-	}
-	h.mu.Lock()
-	h.serving = false
-	for _, e := range h.sessions {
-		h.closeLocked(e, "the host stopped", true)
-	}
-	if h.endEpoch != nil {
-		h.endEpoch()
-	}
-	stop := h.tickStop
-	h.tickStop = nil
-	h.mu.Unlock()
-	if stop != nil {
-		close(stop)
-	}
-	h.work.Wait()
-}
-
-// Close stops the host for good: Stop (which stops every session actor), then it waits
-// for the session actors to be gone, stops the host actor and waits for the goroutines
-// answering role commands.
-func (h *TransferHost) Close(ctx context.Context) error {
-	h.mu.Lock()
-	h.closing = true // before Stop, so no role goroutine serves again behind it
-	eng, pid := h.engine, h.pid
-	h.mu.Unlock()
-	h.Stop()
-	h.endLife()
-	var errs []error
-	if err := h.sessionActorsStopped(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if eng != nil {
-		<-eng.PoisonCtx(ctx, pid).Done()
-		if ctx.Err() != nil {
-			errs = append(errs, fmt.Errorf("transfer host %s: its actor did not stop: %w", h.prefix, ctx.Err()))
-		}
-	}
-	h.roles.Wait()
-	return errors.Join(errs...)
-}
-
-// sessionActorsStopped waits until every session actor has run its Stopped.
-func (h *TransferHost) sessionActorsStopped(ctx context.Context) error {
-	for {
-		h.mu.Lock()
-		n, ch := h.liveActors, h.actorsGone
-		h.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("transfer host %s: %d session actors did not stop: %w", h.prefix, n, ctx.Err())
-		}
-	}
-}
-
-// sessionActorGone is the last thing a session actor does.
-func (h *TransferHost) sessionActorGone(e *entry) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closeLocked(e, "its actor stopped", false)
-	h.liveActors--
-	if h.liveActors == 0 {
-		close(h.actorsGone)
-		h.actorsGone = make(chan struct{})
-	}
-}
-
-// goRole runs f on a goroutine Close waits for; false once the host is closing.
-func (h *TransferHost) goRole(f func()) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing {
-		return false
-	}
-	h.roles.Go(f)
-	return true
-}
-
-// attach records the engine and PID of the host actor when it is spawned.
-func (h *TransferHost) attach(e *actor.Engine, pid *actor.PID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.pid != nil && !h.pid.Equals(pid) {
-		h.log.Error("transfer host spawned twice; the second actor is ignored", "first", h.pid.String(), "second", pid.String())
-		return
-	}
-	h.engine, h.pid = e, pid
 }

@@ -3,10 +3,10 @@ package objectstorage
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
@@ -127,7 +127,7 @@ func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
 // instance owner, with the sessions package's default limits. leaseValid is the
 // engine's lease check (sessions.TransferConfig.LeaseValid); log receives what the host
 // logs (nil discards). Spawn and serve it like any sessions.TransferHost.
-func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *slog.Logger) (*sessions.TransferHost, error) {
+func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *zap.Logger) (*sessions.TransferHost, error) {
 	return sessions.NewTransferHost(nc, sessions.TransferConfig{
 		Prefix:     protocol.TransferPrefix(protocol.ObjectStorage),
 		Owner:      owner,
