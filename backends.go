@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -17,8 +16,6 @@ import (
 	objmem "github.com/abi-engine/engine/primaries/objectstorage/memory"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
-	"go.uber.org/zap/exp/zapslog"
 )
 
 func nothingToClose() error { return nil }
@@ -79,9 +76,4 @@ func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 		return s, nothingToClose, nil
 	}
 	return nil, nil, fmt.Errorf("engine: services.object_storage.adapter %q is not known", oc.Adapter)
-}
-
-// slogOf lets the packages that log through log/slog log through the engine's zap logger.
-func slogOf(log *zap.Logger) *slog.Logger {
-	return slog.New(zapslog.NewHandler(log.Core()))
 }

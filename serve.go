@@ -72,12 +72,12 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// The transfer hosts check the lease before every operation, as the primaries do
 	// before every call (design §5.8).
 	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{
-		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: slogOf(e.log),
+		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: e.log,
 	})
 	if err != nil {
 		return set, fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, slogOf(e.log))
+	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log)
 	if err != nil {
 		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
