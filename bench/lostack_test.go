@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
@@ -60,14 +61,20 @@ func TestALostAckIsNeitherResentNorCountedAsNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Serve(ctx); err != nil {
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
 		t.Fatal(err)
 	}
+	pid := p.Spawn(e)
 	t.Cleanup(func() {
 		if err := p.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
+		<-e.PoisonCtx(context.Background(), pid).Done()
 	})
+	if err := p.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
 	tr, err := client.NewTransport(natstest.Connect(t, srv.URL()))
 	if err != nil {
 		t.Fatal(err)

@@ -1,37 +1,20 @@
 package primaries
 
 import (
-	"context"
-	"time"
-
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/abi-engine/engine/actors"
-	"github.com/abi-engine/engine/sessions"
 )
 
-// ServeFailed answers actors.Serve when the primary could not subscribe or the broker
-// did not confirm the subscriptions; the root tells it Serve again after a pause.
-type ServeFailed = actors.ServeFailed
-
-// outMsg is a reply waiting to be sent by the actor. It is built when sent, with the
-// PID of the actor instance that sends it.
-type outMsg struct {
-	to    *actor.PID
-	build func(from *actor.PID) any
-}
-
-// wake tells the actor that the outbox has replies.
-type wake struct{}
-
 // Producer returns the hollywood producer of the primary's actor. Every actor it
-// produces works on this Primary, so an actor restarted after a panic (or respawned
-// with the same producer) takes over the micro service, the calls in flight, the role
-// steps under way and the replies not yet sent.
+// produces plays the role of this Primary, one at a time: an actor restarted in place
+// after a panic (actors.Recover), or a fresh instance spawned after the last one was
+// poisoned, carries on the micro service, the calls in flight, the commands under way
+// and the answers they owe (role.go).
 //
 // The actor obeys the role messages of package actors, each answered to its sender:
 //   - actors.Serve: subscribe and confirm at the broker; reply actors.Accepting{On: true},
-//     or ServeFailed.
+//     or actors.ServeFailed.
 //   - actors.StopAccepting{Deadline}: end the subscriptions at the broker (confirmed) and
 //     reply actors.Accepting{On: false}; then answer every call already received and reply
 //     actors.Drained once none is in flight. Calls still running at Deadline are
@@ -41,158 +24,171 @@ type wake struct{}
 //     the broker had routed here is refused, retryably), confirm at the broker; reply
 //     actors.Down.
 //
-// Role messages are executed in the order received; the actor never blocks, the broker
-// round trips run on goroutines of the Primary. Send them with Context.Send, not
-// Request: StopAccepting is answered twice. The actor's Stopped message (a restart
-// sends it too) leaves the Primary serving: send Stop before poisoning the actor.
+// Role commands run in the order received, each once the broker step of the one before
+// has reported; the actor never blocks, the steps run on goroutines it starts. Send
+// them with Context.Send, not Request: StopAccepting is answered twice. The actor's
+// Stopped message leaves the Primary serving: send Stop before poisoning the actor, or
+// Close the Primary.
 func (p *Primary) Producer() actor.Producer {
 	return func() actor.Receiver { return &primaryActor{p: p} }
 }
 
-type primaryActor struct{ p *Primary }
+// Spawn spawns the primary's actor on e as the engine does: kind "primary", the
+// service's name as id, under actors.Recover.
+func (p *Primary) Spawn(e *actor.Engine) *actor.PID {
+	return e.Spawn(p.Producer(), "primary", actors.SpawnOpts(p.svc.Name)...)
+}
+
+// primaryActor is one instance of the primary's actor. Its role state is the
+// Primary's (roleState); the instance itself owns only whether it plays the role.
+type primaryActor struct {
+	p *Primary
+	// inert: started after Close had begun. It takes no part in the role and answers
+	// every command as a closed primary would.
+	inert bool
+}
 
 var _ actors.Restarter = (*primaryActor)(nil)
 
-// Restart is the in-place restart of actors.Recover after a panic: the actor owns no
-// goroutine or timer of its own (they belong to the Primary), so it only takes the
-// Primary up again as a fresh instance would.
-func (a *primaryActor) Restart(c *actor.Context) { a.start(c) }
-
-func (a *primaryActor) start(c *actor.Context) {
-	a.p.attach(c.Engine(), c.PID())
-	a.p.flushOutbox()
-}
-
 func (a *primaryActor) Receive(c *actor.Context) {
-	p := a.p
-	switch m := c.Message().(type) {
+	switch c.Message().(type) {
 	case actor.Started:
-		a.start(c)
-	case wake:
-		p.flushOutbox()
-	case actors.Serve:
-		p.roleServe(c.Sender())
-	case actors.StopAccepting:
-		p.roleStopAccepting(c.Sender(), m.Deadline)
-	case actors.Stop:
-		p.roleStop(c.Sender())
-	}
-}
-
-// attach records the engine and PID of the current actor instance.
-func (p *Primary) attach(e *actor.Engine, pid *actor.PID) {
-	p.amu.Lock()
-	p.engine, p.pid = e, pid
-	p.amu.Unlock()
-}
-
-// post queues a reply and wakes the actor. If the actor is gone, the next instance
-// sends it when it starts.
-func (p *Primary) post(to *actor.PID, build func(from *actor.PID) any) {
-	if to == nil {
+		a.started(c)
+		return
+	case actor.Stopped:
+		a.stopped()
+		return
+	case actor.Initialized:
 		return
 	}
-	p.amu.Lock()
-	p.outbox = append(p.outbox, outMsg{to: to, build: build})
-	e, pid := p.engine, p.pid
-	p.amu.Unlock()
-	if e != nil {
-		e.Send(pid, wake{})
-	}
-}
-
-// flushOutbox sends every queued reply; it runs on the actor's goroutine.
-func (p *Primary) flushOutbox() {
-	p.amu.Lock()
-	out, e, pid := p.outbox, p.engine, p.pid
-	p.outbox = nil
-	p.amu.Unlock()
-	for _, m := range out {
-		e.SendWithSender(m.to, m.build(pid), pid)
-	}
-}
-
-// step runs f on a new goroutine once every role step received before it has done its
-// ordered part; f calls done when its own ordered part is over (work after that, such
-// as waiting for the drain, no longer holds up later steps).
-func (p *Primary) step(f func(done func())) {
-	p.amu.Lock()
-	prev := p.roleTail
-	next := make(chan struct{})
-	p.roleTail = next
-	p.amu.Unlock()
-	p.roles.Add(1)
-	go func() {
-		defer p.roles.Done()
-		<-prev
-		var closed bool
-		done := func() {
-			if !closed {
-				closed = true
-				close(next)
-			}
+	var cmd *command
+	switch m := c.Message().(type) {
+	case actors.Serve, actors.StopAccepting, actors.Stop:
+		cmd = &command{msg: m, to: c.Sender()}
+	case ask:
+		cmd = &command{msg: m.msg, reply: m.reply, ctx: m.ctx}
+	case *step:
+		if !a.inert {
+			a.finish(c, m)
+			a.publish()
 		}
-		defer done()
-		f(done)
-	}()
+		return
+	default:
+		return
+	}
+	if a.inert {
+		a.refuse(c, cmd)
+		return
+	}
+	a.take(c, cmd)
+	a.publish()
 }
 
-func (p *Primary) roleServe(to *actor.PID) {
-	p.step(func(func()) {
-		if err := p.Serve(context.Background()); err != nil {
-			p.post(to, func(from *actor.PID) any { return ServeFailed{From: from, Err: err} })
-			return
+// started makes this instance the one that plays the role, unless Close has begun, and
+// carries on from the role the last instance left.
+func (a *primaryActor) started(c *actor.Context) {
+	a.p.view.Update(func(v view) (view, bool) {
+		if v.closed {
+			a.inert = true
+			return v, false
 		}
-		p.post(to, func(from *actor.PID) any { return actors.Accepting{From: from, On: true} })
+		v.live, v.pid, v.engine = a, c.PID(), c.Engine()
+		return v, true
+	})
+	if a.inert {
+		return
+	}
+	a.resume(c)
+	a.publish()
+}
+
+// Restart is the in-place restart of actors.Recover after a panic. The instance owns
+// no goroutine or timer (the steps are the Primary's: they report to the same PID, which
+// the restart keeps), so it only carries on as a fresh instance would.
+func (a *primaryActor) Restart(c *actor.Context) {
+	if a.inert {
+		return
+	}
+	a.resume(c)
+	a.publish()
+}
+
+// stopped is the instance's end: it no longer plays the role. The Primary keeps
+// serving; the next instance, or Close, takes over.
+func (a *primaryActor) stopped() {
+	a.p.view.Update(func(v view) (view, bool) {
+		if v.live != a {
+			return v, false
+		}
+		v.live, v.pid, v.engine = nil, nil, nil
+		return v, true
 	})
 }
 
-func (p *Primary) roleStopAccepting(to *actor.PID, deadline time.Time) {
-	p.step(func(done func()) {
-		ctx := context.Background()
-		if !deadline.IsZero() {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
+// resume carries on the role as the Primary kept it. A step that finished while no
+// instance ran reported to no one (a poisoned actor's mailbox is gone), so its result is
+// taken from the step; later reports reach this instance, as it is registered under the
+// same PID before it starts. Runs that Stop cancelled while no instance ran still
+// subscribe: they are stopped now.
+func (a *primaryActor) resume(c *actor.Context) {
+	r := &a.p.role
+	var finished []*step
+	for _, s := range r.steps {
+		select {
+		case <-s.done:
+			finished = append(finished, s)
+		default:
 		}
-		r, _ := p.stopAccepting(ctx) // not confirmed: the drain below still answers what arrives
-		p.post(to, func(from *actor.PID) any { return actors.Accepting{From: from, On: false} })
-		done()
-		if r != nil && r.finished(ctx) != nil {
-			r.cancel(errDrainDeadline)
-			// The cancelled calls return promptly; calls still arriving from the buffers
-			// are refused without running.
-			_ = r.calls.wait(context.Background())
+	}
+	for _, s := range finished {
+		a.finish(c, s)
+	}
+	for _, run := range r.runs {
+		if run.ctx.Err() != nil && !run.stopping && !r.stopQueued() {
+			a.take(c, &command{msg: actors.Stop{}})
+			break
 		}
-		p.prune()
-		p.post(to, func(from *actor.PID) any { return actors.Drained{From: from} })
+	}
+	a.next(c)
+}
+
+// refuse answers a command as a closed primary does.
+func (a *primaryActor) refuse(c *actor.Context, cmd *command) {
+	switch cmd.msg.(type) {
+	case actors.Serve:
+		a.answer(c, cmd, ErrClosed)
+	case actors.StopAccepting:
+		a.answer(c, cmd, nil)
+		a.drained(c, cmd.to)
+	default:
+		a.answer(c, cmd, nil)
+	}
+}
+
+// publish stores the view of the role, when it changed, for the methods to read.
+func (a *primaryActor) publish() {
+	r := &a.p.role
+	a.p.view.Update(func(v view) (view, bool) {
+		if v.live != a || (v.phase == r.phase && sameRuns(v.runs, r.runs)) {
+			return v, false
+		}
+		v.phase = r.phase
+		v.runs = make([]runView, len(r.runs))
+		for i, run := range r.runs {
+			v.runs[i] = runView{run: run, draining: run.draining}
+		}
+		return v, true
 	})
 }
 
-// reconnectBound bounds how long a fencing Stop waits for the connection to come back
-// before it ends the subscriptions anyway.
-const reconnectBound = time.Minute
-
-func (p *Primary) roleStop(to *actor.PID) {
-	// Cancelling needs no lock and no I/O, so running calls stop now even if an earlier
-	// step still waits for the broker.
-	for _, r := range p.loadRuns() {
-		r.cancel(errStopped)
+func sameRuns(vs []runView, runs []*run) bool {
+	if len(vs) != len(runs) {
+		return false
 	}
-	p.step(func(func()) {
-		// A fence often comes with a broker that went away: end the subscriptions once
-		// the connection is back (sessions.WaitConnected says why). Until then nothing
-		// reaches us, and what arrives after the reconnect is refused by the cancelled
-		// run, retryably.
-		wctx, wcancel := context.WithTimeout(context.Background(), reconnectBound)
-		_ = sessions.WaitConnected(wctx, p.cfg.Conn)
-		wcancel()
-		p.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		// Confirming the UNSUB makes the next request get "no responders"; if the
-		// connection is closed or down there is nothing left to confirm.
-		_ = p.cfg.Conn.FlushWithContext(ctx)
-		cancel()
-		p.post(to, func(from *actor.PID) any { return actors.Down{From: from} })
-	})
+	for i, rv := range vs {
+		if rv.run != runs[i] || rv.draining != runs[i].draining {
+			return false
+		}
+	}
+	return true
 }

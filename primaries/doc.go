@@ -7,13 +7,19 @@
 // MaxConcurrent calls of a service run at once, and a call is counted as in flight from
 // the moment the callback receives it until its reply is sent. Every call first checks
 // the lease (design §5.8) and is refused with a retryable UNAVAILABLE, without running,
-// when the engine has not confirmed its lease recently enough.
+// when the engine has not confirmed its lease recently enough. That hot path (call.go,
+// reply.go) never goes through the actor.
 //
-// A Primary is both a sessions.Host (the handover's StopAccepting, SessionsFinished and
-// Stop) and, through Producer, a hollywood actor that obeys the role messages of
-// package actors. Everything that must outlive the actor (the micro service, the call
-// counters, the cancel functions, replies not yet sent) lives in the Primary, which the
-// spawner owns; a restarted actor picks it up, so killing the actor loses no call.
+// The role (serve, stop accepting and drain, stop) is played by the primary's hollywood
+// actor (Producer, Spawn), which obeys the role messages of package actors. It keeps
+// the phase, the command in progress and those waiting, and the runs (serving periods)
+// as plain fields touched only in Receive (role.go); every broker step runs on a
+// goroutine it starts, which reports back by message (steps.go). Those fields, the
+// micro service, the call counters and the cancel functions live in the Primary, which
+// the spawner owns, so an actor restarted after a panic, or spawned again after the
+// last was poisoned, carries on and killing the actor loses no call (design §3). The
+// methods (InFlight, SessionsFinished, the sessions.Host commands) read the view the
+// actor publishes, and hand commands to it by message; Close stops everything for good.
 //
 // The sub-packages are the kernel services: keyvalue and objectstorage, each with its
 // Store port, its backends and an exported contract suite.

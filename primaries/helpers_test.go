@@ -108,8 +108,30 @@ func newPrimary(t *testing.T, nc *nats.Conn, svc Service, id string, maxConc int
 	return p
 }
 
+// spawn starts p's actor on an engine of its own. The test's cleanup closes p while the
+// actor runs, then poisons the actor (newPrimary's cleanup closes p again, without it).
+func spawn(t *testing.T, p *Primary) *actor.PID {
+	t.Helper()
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.Spawn(e)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("close %s with its actor: %v", p.Name(), err)
+		}
+		<-e.PoisonCtx(ctx, pid).Done()
+	})
+	return pid
+}
+
+// serve spawns p's actor and serves through the method.
 func serve(t *testing.T, p *Primary) {
 	t.Helper()
+	spawn(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := p.Serve(ctx); err != nil {

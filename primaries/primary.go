@@ -6,23 +6,20 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
 )
 
 // MaxConcurrentLimit is the largest MaxConcurrent a Primary accepts (design §4.4).
 const MaxConcurrentLimit = 4096
-
-// flushTimeout bounds a broker round trip when the caller's context has no deadline.
-const flushTimeout = 10 * time.Second
 
 // Config is what a Primary needs besides its Service.
 type Config struct {
@@ -54,15 +51,28 @@ type Overflow interface {
 	Reply(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header) error
 }
 
+var (
+	// ErrClosed is why a Primary refuses to serve after Close.
+	ErrClosed = errors.New("primaries: the primary is closed")
+	// ErrNoActor is what the methods that drive the role (Serve, StopAccepting) return
+	// when the primary's actor does not run: spawn it first (Spawn, or Producer).
+	ErrNoActor = errors.New("primaries: the primary's actor does not run")
+)
+
 // Errors a run's context is cancelled with; the reply of a call they interrupt names them.
 var (
 	errStopped       = errors.New("the engine stopped serving")
 	errDrainDeadline = errors.New("the drain deadline passed")
 )
 
-// Primary serves one kernel service as a NATS micro service. Create it with New; it
-// serves once Serve (or the actor's Serve message) has run. Its methods are safe for
-// concurrent use.
+// Primary serves one kernel service as a NATS micro service. Create it with New and
+// spawn its actor (Spawn, or Producer); it serves once the actor has been told
+// actors.Serve (or Serve has been called). Its methods are safe for concurrent use.
+//
+// The Primary is the part that outlives an actor instance (design §3): the runs with
+// their micro services, calls in flight and cancel functions, and the role the actor
+// plays (role.go). The actor changes them; the hot path (call.go) only counts its calls;
+// the methods read the view the actor publishes and talk to the actor by message.
 type Primary struct {
 	svc          Service
 	cfg          Config
@@ -71,49 +81,44 @@ type Primary struct {
 	okHeader     nats.Header   // read-only, shared by every success reply
 	okHeaderSize int64         // its encoded size, which counts against the max payload
 
-	// mu serializes changes of runs; readers load the slice without it (micro calls the
-	// stats handler under its own lock, which Stop takes under mu).
-	mu   sync.Mutex
-	runs atomic.Pointer[[]*run] // runs not yet known to be finished, oldest first; at most the last accepts
+	// role is the actor's: touched only in Receive, and by Close once no actor can run.
+	role roleState
+	// view is what the actor publishes for the methods: phase, runs, the live instance.
+	view *notify.Value[view]
+	// steps counts the step goroutines the actor started; Close waits for them.
+	steps *counter
+	// base ends every step when Close gives up waiting (its ctx ended).
+	base       context.Context
+	cancelBase context.CancelCauseFunc
+	closing    chan struct{} // held by the Close under way
 
-	// Actor state that outlives an actor instance (see actor.go).
-	amu      sync.Mutex
-	engine   *actor.Engine
-	pid      *actor.PID
-	outbox   []outMsg
-	roleTail chan struct{}  // closed when the last queued role step has finished
-	roles    sync.WaitGroup // role steps under way
-	confirms sync.WaitGroup // Stop's confirmations that a stopped run has received everything
-
+	// The hot path's own.
 	replies    replyQueue
 	running    atomic.Int64 // calls executing their operation right now
 	maxPayload atomic.Int64 // the broker's max payload as last read from the connection
 }
 
-// run is one period of serving: from Serve to Stop. Its context is the context of its
-// calls; its counter counts them from receipt to reply.
-type run struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	ms     micro.Service
-	calls  *counter // calls received and not yet answered
+// view is a published snapshot of the primary, read by the methods (InFlight, the
+// $SRV.STATS data, SessionsFinished, Close) without touching the actor's fields.
+type view struct {
+	phase  phase
+	runs   []runView // oldest first
+	closed bool      // Close has begun: no actor instance started later takes the role
 
-	jobs     chan job     // unbuffered: a send succeeds only to an idle worker
-	nworkers atomic.Int64 // workers started, at most MaxConcurrent
-	workers  *counter     // workers not yet returned; they return once ctx is cancelled
-
-	stopping bool // StopAccepting or Stop has ended its subscriptions; guarded by Primary.mu
-
-	// draining is set by StopAccepting and Stop, which drain the subscriptions; received
-	// is closed (allReceived) once every call routed before the confirmed UNSUB has
-	// reached the callback, or the confirmation failed.
-	draining     atomic.Bool
-	received     chan struct{}
-	receivedOnce sync.Once
+	// The actor instance that plays the role now, nil when none runs; pid and engine
+	// are how to reach it.
+	live   *primaryActor
+	pid    *actor.PID
+	engine *actor.Engine
 }
 
-// allReceived closes received; safe to call more than once.
-func (r *run) allReceived() { r.receivedOnce.Do(func() { close(r.received) }) }
+// runView is a run as the view shows it.
+type runView struct {
+	run *run
+	// draining: its subscriptions are being (or have been) drained, and SessionsFinished
+	// waits until everything routed to them before the UNSUB has arrived.
+	draining bool
+}
 
 var _ sessions.Host = (*Primary)(nil)
 
@@ -139,8 +144,7 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		}
 	}
 	svc.Operations = maps.Clone(svc.Operations)
-	done := make(chan struct{})
-	close(done)
+	base, cancel := context.WithCancelCause(context.Background())
 	return &Primary{
 		svc:      svc,
 		cfg:      cfg,
@@ -149,7 +153,12 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		okHeader: nats.Header{protocol.HeaderInstance: []string{cfg.InstanceID}},
 		// "NATS/1.0\r\n" + "<key>: <value>\r\n" + "\r\n", as nats.go encodes it.
 		okHeaderSize: int64(len("NATS/1.0\r\n") + len(protocol.HeaderInstance) + 2 + len(cfg.InstanceID) + 2 + 2),
-		roleTail:     done,
+		role:         roleState{phase: phaseIdle},
+		view:         notify.New(view{phase: phaseIdle}),
+		steps:        newCounter(),
+		base:         base,
+		cancelBase:   cancel,
+		closing:      make(chan struct{}, 1),
 	}, nil
 }
 
@@ -159,385 +168,10 @@ func (p *Primary) Name() string { return p.svc.Name }
 // InFlight is the number of calls received and not yet answered.
 func (p *Primary) InFlight() int {
 	var n int64
-	for _, r := range p.loadRuns() {
-		n += r.calls.load()
+	for _, rv := range p.view.Load().runs {
+		n += rv.run.calls.load()
 	}
 	return int(n)
-}
-
-func (p *Primary) loadRuns() []*run {
-	if rs := p.runs.Load(); rs != nil {
-		return *rs
-	}
-	return nil
-}
-
-// accepting is the run that takes new calls, or nil. Call with p.mu held.
-func (p *Primary) accepting() *run {
-	if rs := p.loadRuns(); len(rs) > 0 && !rs[len(rs)-1].stopping {
-		return rs[len(rs)-1]
-	}
-	return nil
-}
-
-// Serve adds the micro service and its endpoints and returns once the broker has
-// confirmed the subscriptions (a flush round trip). Serving while already serving does
-// nothing; serving after Stop starts a new run.
-func (p *Primary) Serve(ctx context.Context) error {
-	p.maxPayload.Store(p.cfg.Conn.MaxPayload())
-	if err := p.subscribe(); err != nil {
-		return err
-	}
-	if err := flush(ctx, p.cfg.Conn); err != nil {
-		return fmt.Errorf("primaries: confirm the subscriptions of %q: %w", p.svc.Name, err)
-	}
-	return nil
-}
-
-// subscribe starts a run unless one accepts already.
-func (p *Primary) subscribe() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.accepting() != nil {
-		return nil
-	}
-	rctx, cancel := context.WithCancelCause(context.Background())
-	r := &run{ctx: rctx, cancel: cancel, calls: newCounter(), received: make(chan struct{}),
-		jobs: make(chan job), workers: newCounter()}
-	ms, err := micro.AddService(p.cfg.Conn, micro.Config{
-		Name:         p.svc.Name,
-		Version:      protocol.ServiceVersion,
-		Description:  p.svc.Description,
-		Metadata:     map[string]string{"instance_id": p.cfg.InstanceID},
-		StatsHandler: func(*micro.Endpoint) any { return p.stats() },
-	})
-	if err != nil {
-		cancel(err)
-		return fmt.Errorf("primaries: add micro service %q: %w", p.svc.Name, err)
-	}
-	r.ms = ms
-	for _, name := range p.ops {
-		subject := protocol.ServiceSubject(p.svc.Name, name)
-		if err := ms.AddEndpoint(name, p.handler(r, name, p.svc.Operations[name]), micro.WithEndpointSubject(subject)); err != nil {
-			_ = ms.Stop()
-			cancel(err)
-			return fmt.Errorf("primaries: add endpoint %s: %w", subject, err)
-		}
-	}
-	rs := append(slices.Clone(p.loadRuns()), r)
-	p.runs.Store(&rs)
-	return nil
-}
-
-// StopAccepting ends the endpoint subscriptions at the broker and returns once the
-// broker has confirmed the UNSUB: micro's Stop drains the subscriptions (queues the
-// UNSUB and keeps delivering what was routed before it), then a flush round trip
-// proves the broker processed it. Calls already received go on. Not serving: nothing
-// to do.
-func (p *Primary) StopAccepting(ctx context.Context) error {
-	_, err := p.stopAccepting(ctx)
-	return err
-}
-
-// stopAccepting is StopAccepting; it returns the run it stopped, nil when none accepted.
-func (p *Primary) stopAccepting(ctx context.Context) (*run, error) {
-	// Draining while the connection reconnects leaves a subscription at the broker that
-	// swallows calls (sessions.WaitConnected says how); if ctx ends first, drain anyway.
-	_ = sessions.WaitConnected(ctx, p.cfg.Conn)
-	p.mu.Lock()
-	r := p.accepting()
-	if r == nil {
-		p.mu.Unlock()
-		return nil, nil
-	}
-	r.stopping = true
-	r.draining.Store(true)
-	err := r.ms.Stop()
-	p.mu.Unlock()
-	if err != nil {
-		r.allReceived()
-		return r, fmt.Errorf("primaries: stop accepting %q: %w", p.svc.Name, err)
-	}
-	if err := p.confirmReceived(ctx, r); err != nil {
-		return r, fmt.Errorf("primaries: confirm that %q stopped accepting: %w", p.svc.Name, err)
-	}
-	return r, nil
-}
-
-// confirmReceived closes r.received once every call the broker routed to r's drained
-// subscriptions before their UNSUB has reached the callback: a flush round trip proves
-// the broker processed the UNSUB, and after its PONG every such call sits in a
-// subscription's pending list. The barrier runs once each has been handed to its
-// callback, which counts the call before it returns; from then on the run's counter
-// sees every call it will ever get. On an error received is closed at once.
-func (p *Primary) confirmReceived(ctx context.Context, r *run) error {
-	if err := flush(ctx, p.cfg.Conn); err != nil {
-		r.allReceived()
-		return err
-	}
-	if err := p.cfg.Conn.Barrier(r.allReceived); err != nil {
-		r.allReceived()
-	}
-	return nil
-}
-
-// SessionsFinished returns nil once every call received has been answered, or ctx's
-// error. After StopAccepting this includes calls that were still in the connection's
-// pending buffer when the broker confirmed the UNSUB.
-func (p *Primary) SessionsFinished(ctx context.Context) error {
-	for _, r := range p.loadRuns() {
-		if err := r.finished(ctx); err != nil {
-			return err
-		}
-	}
-	p.prune()
-	return nil
-}
-
-func (r *run) finished(ctx context.Context) error {
-	if r.draining.Load() {
-		select {
-		case <-r.received:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
-	if err := r.calls.wait(ctx); err != nil {
-		return err
-	}
-	if r.ctx.Err() != nil { // stopped: its idle workers are on their way out
-		return r.workers.wait(ctx)
-	}
-	return nil
-}
-
-// prune forgets stopped runs that have nothing left in flight and no worker left.
-func (p *Primary) prune() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rs := slices.DeleteFunc(slices.Clone(p.loadRuns()), func(r *run) bool {
-		return r.ctx.Err() != nil && r.calls.load() == 0 && r.workers.load() == 0
-	})
-	p.runs.Store(&rs)
-}
-
-// Stop ends the subscriptions and cancels every running call at once. The
-// subscriptions are drained, not dropped: every call the broker routed here before the
-// UNSUB is still handed to the callback, which refuses it, like a call waiting for a
-// slot: UNAVAILABLE, retryable, as it did not run. So a paused engine that resumes
-// answers everything it finds queued, and its callers resend at once instead of
-// waiting for their timeout. Stop returns at once; SessionsFinished (and Close) wait
-// until those calls are answered, which takes a broker round trip. Safe to call more
-// than once.
-func (p *Primary) Stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range p.loadRuns() {
-		r.cancel(errStopped)
-		if r.stopping {
-			continue // StopAccepting confirms its own drain
-		}
-		r.stopping = true
-		r.draining.Store(true)
-		if err := r.ms.Stop(); err != nil { // only fails on a closed connection: nothing left to receive
-			r.allReceived()
-			continue
-		}
-		p.confirms.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-			defer cancel()
-			_ = p.confirmReceived(ctx, r) // a connection that failed the round trip delivers nothing more
-		})
-	}
-}
-
-// Close stops the primary for good: Stop, then it waits until every call has returned
-// and every role step of the actor has finished, or ctx ends. The actor itself belongs
-// to its spawner, which poisons it.
-func (p *Primary) Close(ctx context.Context) error {
-	p.Stop()
-	if err := p.SessionsFinished(ctx); err != nil {
-		return fmt.Errorf("primaries: close %q: %w", p.svc.Name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		p.roles.Wait()
-		p.confirms.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("primaries: close %q: role steps still running: %w", p.svc.Name, context.Cause(ctx))
-	}
-}
-
-// handler is the micro callback of one endpoint. micro runs it for one call at a time,
-// so it only counts the call, waits for a slot and hands the call to a worker.
-func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
-		r.calls.add()
-		j := job{name: name, op: op, req: req}
-		if p.cfg.OnCall != nil {
-			j.received = time.Now()
-		}
-		select {
-		case p.sem <- struct{}{}: // the common case: a slot is free
-		default:
-			select {
-			case p.sem <- struct{}{}:
-			case <-r.ctx.Done():
-				p.refuse(r, j, false)
-				return
-			}
-		}
-		if r.ctx.Err() != nil {
-			p.refuse(r, j, true)
-			return
-		}
-		r.dispatch(p, j)
-	})
-}
-
-// job is one received call waiting for a worker; it holds a slot.
-type job struct {
-	name     string
-	op       Operation
-	req      micro.Request
-	received time.Time // set only for Config.OnCall
-}
-
-// dispatch hands j to an idle worker of the run, starting one if fewer than
-// MaxConcurrent exist. Workers live as long as the run: a goroutine per call would
-// grow a fresh stack for every call, which costs more than the call itself.
-func (r *run) dispatch(p *Primary, j job) {
-	select {
-	case r.jobs <- j:
-		return
-	default:
-	}
-	for {
-		n := r.nworkers.Load()
-		if n >= int64(p.cfg.MaxConcurrent) {
-			break
-		}
-		if r.nworkers.CompareAndSwap(n, n+1) {
-			r.workers.add()
-			go r.work(p, j)
-			return
-		}
-	}
-	// Every worker exists and we hold a slot, so one of them is between calls and
-	// about to wait for the next.
-	select {
-	case r.jobs <- j:
-	case <-r.ctx.Done():
-		p.refuse(r, j, true)
-	}
-}
-
-// work serves calls until the run is cancelled.
-func (r *run) work(p *Primary, j job) {
-	defer r.workers.done()
-	for {
-		p.serve(r, j)
-		select {
-		case j = <-r.jobs:
-		case <-r.ctx.Done():
-			return
-		}
-	}
-}
-
-// serve runs one call and answers it. The answer releases the call's slot and count
-// once it is published.
-func (p *Primary) serve(r *run, j job) {
-	if !p.cfg.LeaseValid() {
-		p.fail(r, j, true, protocol.Refused("this engine has not confirmed its lease within lease/2, so it ran nothing; retry"))
-		return
-	}
-	if r.ctx.Err() != nil {
-		p.refuse(r, j, true)
-		return
-	}
-	p.running.Add(1)
-	out, err := p.call(r.ctx, j.name, j.op, j.req.Data())
-	p.running.Add(-1)
-	if err != nil {
-		p.fail(r, j, true, wireError(r.ctx, err))
-		return
-	}
-	// The broker's limit is read from the connection (under the lock its flusher holds
-	// while writing) only when a reply exceeds the limit last seen.
-	if size := int64(len(out)) + p.okHeaderSize; size > p.maxPayload.Load() {
-		limit := p.cfg.Conn.MaxPayload()
-		p.maxPayload.Store(limit)
-		if size > limit {
-			p.overflow(r, j, out, size)
-			return
-		}
-	}
-	p.observe(j, "")
-	p.send(answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
-}
-
-// observe tells Config.OnCall about an answered call.
-func (p *Primary) observe(j job, code protocol.Code) {
-	if p.cfg.OnCall != nil {
-		p.cfg.OnCall(p.svc.Name, j.name, code, time.Since(j.received))
-	}
-}
-
-// overflow answers a call whose reply does not fit one message: parked on the overflow
-// host, or PAYLOAD_TOO_LARGE. The operation has run either way.
-func (p *Primary) overflow(r *run, j job, out []byte, size int64) {
-	if p.cfg.Overflow == nil {
-		p.fail(r, j, true, protocol.Errorf(protocol.PayloadTooLarge,
-			"the reply of %d bytes is above the broker's max payload of %d and this engine parks no replies; "+
-				"the operation may already have completed, do not replay it automatically", size, p.cfg.Conn.MaxPayload()))
-		return
-	}
-	// The overflow host publishes on its own connection from this goroutine; micro's
-	// Respond is avoided for the reason given at send.
-	req := &nats.Msg{Reply: j.req.Reply(), Header: nats.Header(j.req.Headers())}
-	_ = p.cfg.Overflow.Reply(r.ctx, req, out, nil) // an error means the caller could not be told; its timeout will
-	p.observe(j, "")
-	p.release(r, true)
-}
-
-// call runs op and turns a panic into an INTERNAL error, so one bad call never takes
-// the process down.
-func (p *Primary) call(ctx context.Context, name string, op Operation, data []byte) (out []byte, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			out, err = nil, protocol.Errorf(protocol.Internal, "operation %s.%s failed: %v", p.svc.Name, name, v)
-		}
-	}()
-	return op(ctx, data)
-}
-
-// refuse answers a call that was received but never ran because its run was stopped.
-func (p *Primary) refuse(r *run, j job, slot bool) {
-	p.fail(r, j, slot, protocol.Refused("%v before the call ran, so it ran nothing; retry", context.Cause(r.ctx)))
-}
-
-// wireError is the error reply of a failed call. A context error raised because the
-// run was cancelled means the call was interrupted: it may have taken effect, so it is
-// not retryable.
-func wireError(runCtx context.Context, err error) *protocol.Error {
-	var pe *protocol.Error
-	switch {
-	case errors.As(err, &pe):
-		return pe
-	case runCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-		return &protocol.Error{Code: protocol.Unavailable,
-			Message: fmt.Sprintf("%v while the call ran; it may have taken effect, so do not resend it blindly", context.Cause(runCtx))}
-	case errors.Is(err, context.DeadlineExceeded):
-		return protocol.Errorf(protocol.DeadlineExceeded, "the call ran out of time (%v); it may have taken effect", err)
-	default:
-		return protocol.Errorf(protocol.Internal, "%v", err)
-	}
 }
 
 // stats is the "data" of every endpoint in $SRV.STATS: micro's own processing time and
@@ -546,13 +180,108 @@ func (p *Primary) stats() any {
 	return map[string]any{"in_flight": p.InFlight(), "max_concurrent_requests": p.cfg.MaxConcurrent}
 }
 
-// flush is a broker round trip bounded by ctx, or by flushTimeout when ctx has no
-// deadline.
-func flush(ctx context.Context, nc *nats.Conn) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, flushTimeout)
-		defer cancel()
+// Serve has the actor subscribe (as actors.Serve does) and returns once the broker has
+// confirmed the subscriptions (a flush round trip), or ctx's error. Serving while
+// already serving does nothing; serving after Stop starts a new run.
+func (p *Primary) Serve(ctx context.Context) error {
+	return p.ask(ctx, actors.Serve{})
+}
+
+// StopAccepting has the actor end the endpoint subscriptions at the broker and returns
+// once the broker has confirmed the UNSUB: micro's Stop drains the subscriptions (queues
+// the UNSUB and keeps delivering what was routed before it), then a flush round trip
+// proves the broker processed it. ctx bounds that confirmation. Calls already received
+// go on, with no deadline (SessionsFinished waits for them, Stop cuts them short). Not
+// serving: nothing to do.
+func (p *Primary) StopAccepting(ctx context.Context) error {
+	return p.ask(ctx, actors.StopAccepting{})
+}
+
+// SessionsFinished returns nil once every call received has been answered, or ctx's
+// error. After StopAccepting or Stop this includes the calls that were still in the
+// connection's pending buffer when the broker confirmed the UNSUB.
+func (p *Primary) SessionsFinished(ctx context.Context) error {
+	for _, rv := range p.view.Load().runs {
+		if err := rv.run.finished(ctx, rv.draining); err != nil {
+			return err
+		}
 	}
-	return nc.FlushWithContext(ctx)
+	return nil
+}
+
+// Stop cancels every running call and has the actor end the subscriptions (as
+// actors.Stop does). The subscriptions are drained, not dropped: every call the broker
+// routed here before the UNSUB is still handed to the callback, which refuses it, like
+// a call waiting for a slot: UNAVAILABLE, retryable, as it did not run. So a paused
+// engine that resumes answers everything it finds queued, and its callers resend at
+// once instead of waiting for their timeout. Stop returns once the actor has taken the
+// command; SessionsFinished (and Close) wait until those calls are answered, which takes
+// a broker round trip. Safe to call more than once.
+//
+// With no actor running, Stop cancels the runs' calls; the actor started next (or
+// Close) ends their subscriptions.
+func (p *Primary) Stop() {
+	for {
+		v := p.view.Load()
+		if v.live != nil {
+			ack := make(chan error, 1)
+			v.engine.Send(v.pid, ask{msg: actors.Stop{}, reply: ack})
+			if err := p.await(context.Background(), v.live, ack); !errors.Is(err, ErrNoActor) {
+				return
+			}
+			continue // the actor went away before it took the command; ask the next or do without
+		}
+		var done bool
+		// Under the view's lock, so an actor that starts now sees the cancelled runs
+		// (resume) and ends their subscriptions.
+		p.view.Update(func(v view) (view, bool) {
+			if v.live == nil {
+				for _, rv := range v.runs {
+					rv.run.cancel(errStopped)
+				}
+				done = true
+			}
+			return v, false
+		})
+		if done {
+			return
+		}
+	}
+}
+
+// ask hands a role command to the live actor and waits for its answer, ctx or the end
+// of that actor instance.
+func (p *Primary) ask(ctx context.Context, msg any) error {
+	v := p.view.Load()
+	switch {
+	case v.live == nil && v.closed:
+		return fmt.Errorf("primaries: %q: %w", p.svc.Name, ErrClosed)
+	case v.live == nil:
+		return fmt.Errorf("primaries: %q: %w", p.svc.Name, ErrNoActor)
+	}
+	reply := make(chan error, 1)
+	v.engine.Send(v.pid, ask{msg: msg, ctx: ctx, reply: reply})
+	return p.await(ctx, v.live, reply)
+}
+
+// await waits for reply, ctx, or the end of the actor instance a (then ErrNoActor).
+func (p *Primary) await(ctx context.Context, a *primaryActor, reply <-chan error) error {
+	for {
+		v, changed := p.view.Watch()
+		if v.live != a {
+			select {
+			case err := <-reply: // answered just before it stopped
+				return err
+			default:
+				return fmt.Errorf("primaries: %q: the actor stopped before it answered: %w", p.svc.Name, ErrNoActor)
+			}
+		}
+		select {
+		case err := <-reply:
+			return err
+		case <-changed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }

@@ -37,18 +37,24 @@ func servePrimary(t *testing.T, srv *natstest.Server, store objectstorage.Store,
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if err := p.Serve(ctx); err != nil {
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
 		t.Fatal(err)
 	}
+	pid := p.Spawn(e)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
 		if err := p.Close(ctx); err != nil {
 			t.Errorf("close the primary: %v", err)
 		}
+		<-e.PoisonCtx(ctx, pid).Done()
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := p.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return natstest.Connect(t, srv.URL())
 }
 

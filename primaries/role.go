@@ -1,0 +1,407 @@
+package primaries
+
+// The primary's role as its actor plays it: the phase, the role command whose broker
+// step runs and those waiting behind it, the runs, and the step reports that move it
+// on. Everything here runs in Receive (actor.go).
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/abi-engine/engine/actors"
+)
+
+// phase is where the primary's role stands.
+type phase int
+
+const (
+	phaseIdle              phase = iota + 1 // serves nothing, no step under way
+	phaseSubscribing                        // Serve: adding the micro service, confirming it at the broker
+	phaseServing                            // a run takes new calls
+	phaseStoppingAccepting                  // StopAccepting: ending the subscriptions, confirming the UNSUB
+	phaseDraining                           // no run takes new calls; a stopped one still answers what it received
+	phaseStopping                           // Stop: waiting for the connection, ending the subscriptions, confirming
+	phaseStopped                            // Stop is done; Serve may start again
+	phaseClosed                             // Close: stopped for good
+)
+
+func (ph phase) String() string {
+	switch ph {
+	case phaseIdle:
+		return "idle"
+	case phaseSubscribing:
+		return "subscribing"
+	case phaseServing:
+		return "serving"
+	case phaseStoppingAccepting:
+		return "stopping-accepting"
+	case phaseDraining:
+		return "draining"
+	case phaseStopping:
+		return "stopping"
+	case phaseStopped:
+		return "stopped"
+	case phaseClosed:
+		return "closed"
+	default:
+		return fmt.Sprintf("phase(%d)", int(ph))
+	}
+}
+
+// roleState is the role. It lives in the Primary rather than in the actor so that the
+// instance spawned after the last one was poisoned carries on the commands under way
+// and answers their senders (design §3); the instance restarted in place after a panic
+// keeps it anyway. Only Receive touches it: instances never overlap (the next starts
+// once the last has stopped), and Close touches it only once no instance can run.
+type roleState struct {
+	phase   phase
+	cur     *command   // the command whose broker step runs; nil when none
+	queue   []*command // commands received since, in order
+	steps   []*step    // steps under way or finished, whose report is not handled yet
+	runs    []*run     // runs not yet finished, oldest first; at most the last accepts
+	stopped bool       // the last command to finish was a Stop
+	closed  bool       // Close: Serve is refused from now on
+}
+
+// accepting is the run that takes new calls, or nil.
+func (r *roleState) accepting() *run {
+	if n := len(r.runs); n > 0 && !r.runs[n-1].stopping {
+		return r.runs[n-1]
+	}
+	return nil
+}
+
+// stopQueued reports whether a Stop (or Close) runs or waits.
+func (r *roleState) stopQueued() bool {
+	for _, cmd := range append([]*command{r.cur}, r.queue...) {
+		if cmd != nil && cmd.stops() {
+			return true
+		}
+	}
+	return false
+}
+
+// command is a role command waiting for, or under, its broker step.
+type command struct {
+	msg   any             // actors.Serve, actors.StopAccepting, actors.Stop or closeCmd
+	to    *actor.PID      // the role message's sender, to answer; nil for a method's command
+	reply chan<- error    // a method's answer (buffered, one value); nil for a role message
+	ctx   context.Context // a method's bound on its broker step; nil: the Primary's lifetime
+}
+
+func (cmd *command) stops() bool {
+	switch cmd.msg.(type) {
+	case actors.Stop, closeCmd:
+		return true
+	}
+	return false
+}
+
+// Messages the actor takes besides the role messages of package actors.
+type (
+	// ask is a role command from a method of the Primary (Serve, StopAccepting, Stop,
+	// Close): the same command as the role message, answered on reply.
+	ask struct {
+		msg   any
+		ctx   context.Context
+		reply chan error
+	}
+	// closeCmd is Close's command: Stop, for good.
+	closeCmd struct{}
+)
+
+// The results of the steps (steps.go), which reach the actor inside their *step.
+type (
+	// subscribed: the micro service was added (ms, nil when that failed) and, when err
+	// is nil, the broker confirmed its subscriptions.
+	subscribed struct {
+		run *run
+		ms  micro.Service
+		err error
+	}
+	// unsubConfirmed: the run's subscriptions were drained and the broker confirmed the
+	// UNSUB (err says what failed).
+	unsubConfirmed struct {
+		run *run
+		err error
+	}
+	// drained: the run has answered everything it received (and, cancelled, its
+	// workers have returned), or err: the step's context ended first.
+	drained struct {
+		run *run
+		err error
+	}
+	// down: Stop's runs have ended their subscriptions and the UNSUB was confirmed (or
+	// the connection is gone).
+	down struct{}
+)
+
+// take receives a role command: its immediate part now, its step once the commands
+// before it are done.
+func (a *primaryActor) take(c *actor.Context, cmd *command) {
+	r := &a.p.role
+	if cmd.stops() {
+		// Cancelling needs no I/O, so running calls stop now even while an earlier step
+		// still waits for the broker. Every run is drained once the step begins, so
+		// SessionsFinished waits from now on for what is still routed to it.
+		for _, run := range r.runs {
+			run.cancel(errStopped)
+			run.draining = true
+		}
+		if _, ok := cmd.msg.(closeCmd); ok {
+			r.closed = true
+		}
+		if _, ok := cmd.msg.(actors.Stop); ok && cmd.reply != nil {
+			a.publish()
+			cmd.reply <- nil // Stop the method returns once the command is taken
+			cmd.reply = nil
+		}
+	}
+	r.queue = append(r.queue, cmd)
+	a.next(c)
+}
+
+// next begins the commands waiting, in order, until one starts a broker step.
+func (a *primaryActor) next(c *actor.Context) {
+	r := &a.p.role
+	for r.cur == nil && len(r.queue) > 0 {
+		cmd := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		a.begin(c, cmd)
+	}
+	a.settle()
+}
+
+// begin starts cmd's broker step, or answers it at once when there is nothing to do.
+func (a *primaryActor) begin(c *actor.Context, cmd *command) {
+	p, r := a.p, &a.p.role
+	switch m := cmd.msg.(type) {
+	case actors.Serve:
+		if r.closed {
+			a.answer(c, cmd, fmt.Errorf("primaries: serve %q: %w", p.svc.Name, ErrClosed))
+			return
+		}
+		run := r.accepting()
+		if run != nil && run.confirmed {
+			a.answer(c, cmd, nil)
+			return
+		}
+		if run == nil {
+			run = newRun()
+			// Listed before it subscribes, so its calls count in InFlight from the first.
+			r.runs = append(r.runs, run)
+		}
+		r.cur = cmd
+		ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+		ms := run.ms // set when an earlier Serve added it but the broker did not confirm
+		a.start(c, func() any { defer cancel(); return p.subscribe(ctx, run, ms) })
+	case actors.StopAccepting:
+		run := r.accepting()
+		if run == nil {
+			a.answer(c, cmd, nil)
+			a.drained(c, cmd.to)
+			return
+		}
+		run.stopping, run.draining = true, true
+		r.cur = cmd
+		ctx, cancel := p.stepContext(cmd.ctx, m.Deadline)
+		ms := run.ms
+		a.start(c, func() any { defer cancel(); return p.stopAccepting(ctx, run, ms) })
+	case actors.Stop, closeCmd:
+		var runs []*run
+		for _, run := range r.runs {
+			if !run.stopping {
+				run.stopping = true
+				runs = append(runs, run)
+			}
+		}
+		if len(runs) == 0 {
+			a.down(c, cmd)
+			return
+		}
+		r.cur = cmd
+		ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+		a.start(c, func() any { defer cancel(); p.endRuns(ctx, runs); return down{} })
+	}
+}
+
+// finish handles the report of step s (once: resume may have handled it already).
+func (a *primaryActor) finish(c *actor.Context, s *step) {
+	r := &a.p.role
+	i := slices.Index(r.steps, s)
+	if i < 0 {
+		return
+	}
+	r.steps = slices.Delete(r.steps, i, i+1)
+	switch m := s.result.(type) {
+	case subscribed:
+		a.subscribed(c, m)
+	case unsubConfirmed:
+		a.unsubConfirmed(c, m)
+	case drained:
+		a.runDrained(c, m)
+	case down:
+		a.down(c, a.done())
+	}
+	a.next(c)
+}
+
+// done ends the command in progress and returns it.
+func (a *primaryActor) done() *command {
+	cmd := a.p.role.cur
+	a.p.role.cur = nil
+	return cmd
+}
+
+func (a *primaryActor) subscribed(c *actor.Context, m subscribed) {
+	cmd, run := a.done(), m.run
+	switch {
+	case m.ms == nil: // not added: the run never served
+		a.forget(run, m.err)
+	case m.err == nil:
+		run.ms, run.confirmed = m.ms, true
+		a.p.role.stopped = false
+	default:
+		// Added but not confirmed: the run stays, its subscriptions reach the broker
+		// with the connection (ending them while it reconnects would be unsafe, see
+		// sessions.WaitConnected), and the next Serve confirms again.
+		run.ms = m.ms
+	}
+	a.answer(c, cmd, m.err)
+}
+
+func (a *primaryActor) unsubConfirmed(c *actor.Context, m unsubConfirmed) {
+	cmd := a.done()
+	a.answer(c, cmd, m.err) // confirmed or not, the drain answers what arrives
+	if cmd.to != nil {
+		m.run.drainTo = append(m.run.drainTo, cmd.to)
+	}
+	sa, _ := cmd.msg.(actors.StopAccepting)
+	a.watch(c, m.run, sa.Deadline)
+}
+
+func (a *primaryActor) runDrained(c *actor.Context, m drained) {
+	run := m.run
+	run.watched = false
+	if m.err != nil {
+		if a.p.base.Err() != nil {
+			return // Close gave up waiting for it
+		}
+		// The drain deadline passed: cancel what still runs. The cancelled calls return
+		// promptly; calls still arriving from the buffers are refused without running.
+		run.cancel(errDrainDeadline)
+		a.watch(c, run, time.Time{})
+		return
+	}
+	for _, to := range run.drainTo {
+		a.drained(c, to)
+	}
+	run.drainTo = nil
+	if run.ctx.Err() != nil { // stopped, everything answered, every worker returned
+		a.drop(run)
+	}
+}
+
+// down answers a Stop (or Close) whose runs have ended their subscriptions, and has the
+// cancelled runs watched until they can be forgotten.
+func (a *primaryActor) down(c *actor.Context, cmd *command) {
+	r := &a.p.role
+	r.stopped = true
+	// Before the answer: Close, told next, waits for these steps too.
+	for _, run := range r.runs {
+		if run.ctx.Err() != nil && !run.watched {
+			a.watch(c, run, time.Time{})
+		}
+	}
+	a.answer(c, cmd, nil)
+}
+
+// watch starts the step that waits until run has answered everything routed to it, by
+// deadline when one is set.
+func (a *primaryActor) watch(c *actor.Context, run *run, deadline time.Time) {
+	p := a.p
+	run.watched = true
+	ctx, cancel := p.stepContext(nil, deadline)
+	a.start(c, func() any { defer cancel(); return drained{run: run, err: run.finished(ctx, true)} })
+}
+
+// forget drops a run that never served.
+func (a *primaryActor) forget(run *run, err error) {
+	run.cancel(err)
+	run.allReceived()
+	a.drop(run)
+}
+
+// drop removes a finished run from the role.
+func (a *primaryActor) drop(done *run) {
+	r := &a.p.role
+	if i := slices.Index(r.runs, done); i >= 0 {
+		r.runs = slices.Delete(r.runs, i, i+1)
+	}
+}
+
+// answer tells cmd's sender how its command ended.
+func (a *primaryActor) answer(c *actor.Context, cmd *command, err error) {
+	if cmd.reply != nil {
+		if !a.inert {
+			a.settle()
+			a.publish() // the method's caller reads the view next
+		}
+		cmd.reply <- err
+		cmd.reply = nil
+	}
+	if cmd.to == nil {
+		return
+	}
+	switch cmd.msg.(type) {
+	case actors.Serve:
+		if err != nil {
+			c.Send(cmd.to, actors.ServeFailed{From: c.PID(), Err: err})
+			return
+		}
+		c.Send(cmd.to, actors.Accepting{From: c.PID(), On: true})
+	case actors.StopAccepting:
+		c.Send(cmd.to, actors.Accepting{From: c.PID(), On: false})
+	case actors.Stop:
+		c.Send(cmd.to, actors.Down{From: c.PID()})
+	}
+}
+
+// drained tells a StopAccepting sender that the run it stopped has nothing left open.
+func (a *primaryActor) drained(c *actor.Context, to *actor.PID) {
+	if to != nil {
+		c.Send(to, actors.Drained{From: c.PID()})
+	}
+}
+
+// settle sets the phase from the role.
+func (a *primaryActor) settle() {
+	r := &a.p.role
+	switch {
+	case r.cur != nil:
+		switch r.cur.msg.(type) {
+		case actors.Serve:
+			r.phase = phaseSubscribing
+		case actors.StopAccepting:
+			r.phase = phaseStoppingAccepting
+		default:
+			r.phase = phaseStopping
+		}
+	case r.closed:
+		r.phase = phaseClosed
+	case r.accepting() != nil:
+		r.phase = phaseServing
+	case r.stopped:
+		r.phase = phaseStopped
+	case slices.ContainsFunc(r.runs, func(run *run) bool { return run.watched }):
+		r.phase = phaseDraining
+	default:
+		r.phase = phaseIdle
+	}
+}
