@@ -121,6 +121,7 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 	if k.gate == nil {
 		k.gate = lease.NewGate()
 	}
+	k.gate.Close() // the machine starts idle: nothing may run until it serves
 	if k.log == nil {
 		k.log = zap.NewNop()
 	}
@@ -231,13 +232,13 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.apply(c, k.machine.Release(time.Now()))
 	case Subscribe:
 		k.subs = append(k.subs, m.PID)
-		if msg := roleMessage(k.machine, lease.StateIdle); msg != nil {
-			c.Send(m.PID, msg)
+		if r := k.machine.Role(); r.Kind != lease.RoleNone {
+			c.Send(m.PID, roleMessage(r))
 		}
 	case childUp:
 		// A restarted child lost what it was doing: a call it ran has an unknown
 		// outcome, and it needs its timers again.
-		if op := k.machine.InFlight(); op != nil && op.Renewal && m.name == RenewerName {
+		if op := k.machine.InFlight(); op != nil && op.Purpose == lease.PurposeRenewal && m.name == RenewerName {
 			a.apply(c, k.machine.Done(time.Now(), lease.Result{ID: op.ID, Err: errRestarted}))
 		}
 		delete(a.sent, m.name)
@@ -252,7 +253,7 @@ func (a *ownershipActor) Restart(c *actor.Context) {
 	a.worker.stop()
 	a.worker = newWorker()
 	a.sent = map[string]any{}
-	if op := a.core.machine.InFlight(); op != nil && !op.Renewal {
+	if op := a.core.machine.InFlight(); op != nil && op.Purpose != lease.PurposeRenewal {
 		a.apply(c, a.core.machine.Done(time.Now(), lease.Result{ID: op.ID, Err: errRestarted}))
 		return
 	}
@@ -278,105 +279,89 @@ func (a *ownershipActor) child(name string) *actor.PID {
 	return a.core.children[name]
 }
 
-// apply carries out one step's output, then brings the children, the gate and the
-// status in line with the machine.
+// apply carries out one step's Output, in its order.
 func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	k := a.core
-	prev, _ := k.snapshot()
-	var lostTo lease.Holder
+	for _, mv := range out.Moves {
+		k.log.Debug("lease move", zap.Stringer("from", mv.From), zap.Stringer("on", mv.Input), zap.Stringer("to", mv.To))
+	}
 	for _, ev := range out.Events {
 		a.logEvent(ev)
-		if ev.Kind == lease.EventLost {
-			lostTo = ev.Holder
-		}
 		if k.cfg.OnEvent != nil {
 			k.cfg.OnEvent(ev)
 		}
 	}
 	if op := out.Op; op != nil {
-		if op.Renewal {
+		if op.Purpose == lease.PurposeRenewal {
 			c.Send(a.child(RenewerName), runOp{op: *op})
 		} else {
 			a.worker.run(c.Engine(), c.PID(), k.cfg.Store, *op)
 		}
 	}
-	a.sync(c)
-	now, _ := k.snapshot()
-	if out.Err != nil {
-		a.broadcast(c, ClaimFailed{Err: out.Err})
+	switch out.Watch {
+	case lease.WatchOn:
+		a.send(c, ContenderName, ContenderName+"/watch", watch{on: true})
+	case lease.WatchOff:
+		a.send(c, ContenderName, ContenderName+"/watch", watch{on: false})
 	}
-	if now.State != prev.State {
-		if msg := roleMessage(k.machine, prev.State); msg != nil {
-			if l, ok := msg.(Lost); ok {
-				l.Holder = lostTo
-				msg = l
-			}
-			a.broadcast(c, msg)
+	a.arm(c, out.Deadlines)
+	switch out.Gate.Kind {
+	case lease.GateAllow:
+		k.gate.Allow(out.Gate.Until)
+	case lease.GateDrain:
+		// A clean handover: the calls already received are answered.
+		k.gate.Drain()
+	case lease.GateClose:
+		k.gate.Close()
+	}
+	a.publish()
+	if out.Role.Kind != lease.RoleNone {
+		msg := roleMessage(out.Role)
+		for _, pid := range k.subs {
+			c.Send(pid, msg)
 		}
 	}
 }
 
-// roleMessage is the broadcast for the machine's state, entered from prev.
-func roleMessage(m *lease.Machine, prev lease.State) any {
-	switch m.State() {
-	case lease.StateServing:
-		return Serving{Revision: m.Revision(), Restored: prev == lease.StateFenced}
-	case lease.StateStandby:
-		return StandingBy{Holder: m.Seen().Holder}
-	case lease.StateFenced:
+// roleMessage is the broadcast for a role change.
+func roleMessage(r lease.Role) any {
+	switch r.Kind {
+	case lease.RoleServing:
+		return Serving{Revision: r.Revision, Restored: r.Restored}
+	case lease.RoleStandingBy:
+		return StandingBy{Holder: r.Holder}
+	case lease.RoleFenced:
 		return Fenced{}
-	case lease.StateLost:
-		return Lost{}
-	case lease.StateReleased:
+	case lease.RoleLost:
+		return Lost{Holder: r.Holder}
+	case lease.RoleReleased:
 		return Released{}
-	}
-	if err := m.Err(); err != nil {
-		return ClaimFailed{Err: err}
+	case lease.RoleClaimFailed:
+		return ClaimFailed{Err: r.Err}
 	}
 	return nil
 }
 
-func (a *ownershipActor) broadcast(c *actor.Context, msg any) {
-	for _, pid := range a.core.subs {
-		c.Send(pid, msg)
-	}
+// sync sends the children their timers and the watch as the machine has them now, and
+// publishes the status (after a restart, which lost what was sent).
+func (a *ownershipActor) sync(c *actor.Context) {
+	m := a.core.machine
+	a.arm(c, m.Deadlines())
+	a.send(c, ContenderName, ContenderName+"/watch", watch{on: m.Watching()})
+	a.publish()
 }
 
-// sync sends the children their timers and the watch, moves the gate and publishes
-// the status.
-func (a *ownershipActor) sync(c *actor.Context) {
-	k := a.core
-	m := k.machine
-	d := m.Deadlines()
-	var contend time.Time
-	for _, t := range []time.Time{d.Takeover, d.Standby, d.Retry} {
-		if !t.IsZero() && (contend.IsZero() || t.Before(contend)) {
-			contend = t
-		}
-	}
+// arm sends each child its deadline.
+func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
+	contend := lease.Deadlines{Takeover: d.Takeover, Standby: d.Standby, Retry: d.Retry}.Next()
 	a.send(c, RenewerName, RenewerName, arm{at: d.Renew})
 	a.send(c, FencerName, FencerName, arm{at: d.Fence})
 	a.send(c, ContenderName, ContenderName, arm{at: contend})
-	a.send(c, ContenderName, ContenderName+"/watch", watch{on: m.Watching()})
+}
 
-	prev, _ := k.snapshot()
-	switch m.State() {
-	case lease.StateServing:
-		k.gate.Allow(m.LastRenewed().Add(m.Config().FenceAfter()))
-	case lease.StateReleased:
-		// Decided once, on the way in: a late timer tick after the release must not
-		// close a draining gate.
-		switch prev.State {
-		case lease.StateServing:
-			// A clean handover: the calls already received are answered.
-			k.gate.Drain()
-		case lease.StateReleased:
-		default:
-			k.gate.Close()
-		}
-	default:
-		k.gate.Close()
-	}
+// publish publishes the status the machine is in.
+func (a *ownershipActor) publish() {
+	m := a.core.machine
 	s := Status{State: m.State(), Revision: m.Revision(), LastRenewed: m.LastRenewed(), Err: m.Err()}
 	switch {
 	case m.Revision() != 0:
@@ -384,7 +369,7 @@ func (a *ownershipActor) sync(c *actor.Context) {
 	case !m.Seen().Free():
 		s.Holder = m.Seen().Holder
 	}
-	k.setStatus(s)
+	a.core.setStatus(s)
 }
 
 // send sends msg to a child unless the same instruction was its last.
@@ -439,6 +424,8 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		log.Error("another engine already serves this NATS account", fields...)
 	case lease.EventStandbyTimedOut:
 		log.Error(fmt.Sprintf("no handover within %s", lc.StandbyTimeout), fields...)
+	case lease.EventIllegalTransition:
+		log.Error("the lease state machine made a move its table does not allow (a bug)", fields...)
 	}
 }
 
