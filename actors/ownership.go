@@ -196,6 +196,15 @@ func (o *Ownership) Stop(ctx context.Context) error {
 // ownershipActor is the machine's driver: it feeds the machine its inputs (timer ticks,
 // watch records, call outcomes, Release) and carries out each Output. It runs the
 // claim and release calls itself; the renewer runs the calls that keep the lease.
+//
+// State: in core (durable, changed only here): the machine, the subscribers, the gate,
+// the published status and children; its own fields: the worker, the children's PIDs
+// and the timer each child was last told. Goroutines: one per claim or release call,
+// cancelled when it stops or restarts, waited for by Ownership.Stop; each reports
+// opDone. Messages: it takes tick (from the renewer's, fencer's and contender's
+// timers), observed (contender), opDone, childUp, Release and Subscribe; it sends runOp
+// to the renewer, arm to each child, watch to the contender, and the role broadcasts
+// (Serving, StandingBy, Fenced, Lost, Released, ClaimFailed) to its subscribers.
 type ownershipActor struct {
 	core     *core
 	worker   *worker

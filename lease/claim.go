@@ -34,6 +34,7 @@ var (
 	creatingIn   = map[claimMode]SubState{modeFresh: creating, modeWatching: watchCreating, modeStandby: standbyCreating}
 	retryIn      = map[claimMode]SubState{modeFresh: claimRetryWait, modeWatching: watchRetryWait, modeStandby: standbyRetryWait}
 	takingOverIn = map[claimMode]SubState{modeWatching: takingOver, modeStandby: standbyTakingOver}
+	watchingIn   = map[claimMode]SubState{modeWatching: claimWatching, modeStandby: standingBy}
 )
 
 func isConflict(err error) bool { return errors.Is(err, ErrConflict) }
@@ -68,7 +69,7 @@ func (m *Machine) claimDone(out *Output, now time.Time, d done) {
 				m.issue(out, now, takingOverIn[mode], op)
 				return
 			}
-			m.to(out, map[claimMode]SubState{modeWatching: claimWatching, modeStandby: standingBy}[mode])
+			m.to(out, watchingIn[mode])
 			return
 		}
 		m.decide(out, now, rec)

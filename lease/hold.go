@@ -4,10 +4,10 @@ import "time"
 
 // The sub-states of a held lease, by whether it serves.
 var (
-	renewingIn = map[bool]SubState{true: renewing, false: fencedRenewing}
-	readingFor = map[bool]SubState{true: renewReading, false: fencedReading}
-	creatingAs = map[bool]SubState{true: renewCreating, false: fencedCreating}
-	restingIn  = map[bool]SubState{true: holding, false: fenced}
+	renewingIn      = map[bool]SubState{true: renewing, false: fencedRenewing}
+	renewReadingIn  = map[bool]SubState{true: renewReading, false: fencedReading}
+	renewCreatingIn = map[bool]SubState{true: renewCreating, false: fencedCreating}
+	restingIn       = map[bool]SubState{true: holding, false: fenced}
 )
 
 func (m *Machine) renewalOp(kind OpKind, rev uint64) Op {
@@ -30,7 +30,7 @@ func (m *Machine) holdDone(out *Output, now time.Time, d done) {
 			}
 			m.renewed(out, now, d.sent, d.res.Rev)
 		case d.conflict && d.op.Kind == OpUpdate:
-			m.issueAt(out, now, d.sent, readingFor[serving], m.renewalOp(OpRead, 0))
+			m.issueAt(out, now, d.sent, renewReadingIn[serving], m.renewalOp(OpRead, 0))
 		case d.conflict:
 			// Our lease was deleted and someone created it before us.
 			m.lose(out, Record{})
@@ -45,7 +45,7 @@ func (m *Machine) holdDone(out *Output, now time.Time, d done) {
 			m.to(out, restingIn[serving])
 		case rec.Free():
 			// Deleted from outside: take it again. The send time stays the renewal's.
-			m.issueAt(out, now, d.sent, creatingAs[serving], m.renewalOp(OpCreate, 0))
+			m.issueAt(out, now, d.sent, renewCreatingIn[serving], m.renewalOp(OpCreate, 0))
 		case rec.Holder == m.cfg.Me:
 			// An earlier renewal landed but its reply was lost: renew at the revision read.
 			m.issueAt(out, now, d.sent, renewingIn[serving], m.renewalOp(OpUpdate, rec.Revision))

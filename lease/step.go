@@ -124,16 +124,11 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 	switch m.sub {
 	case holding, fenced:
 		if !now.Before(m.nextRenew) {
-			next := renewing
-			if m.sub == fenced {
-				next = fencedRenewing
-			}
-			m.issue(out, now, next, Op{Kind: OpUpdate, Purpose: PurposeRenewal, Holder: m.cfg.Me, Revision: m.rev})
+			m.issue(out, now, renewingIn[m.sub == holding], m.renewalOp(OpUpdate, m.rev))
 		}
 	case claimRetryWait, watchRetryWait, standbyRetryWait:
 		if !now.Before(m.retryAt) {
-			m.issue(out, now, map[SubState]SubState{claimRetryWait: claimReading, watchRetryWait: watchReading,
-				standbyRetryWait: standbyReading}[m.sub], Op{Kind: OpRead, Purpose: PurposeClaim})
+			m.issue(out, now, readingIn[m.sub.mode()], m.claimOp(OpRead))
 		} else if m.sub == standbyRetryWait && !now.Before(m.standbyUntil) {
 			m.standbyTimedOut(out)
 		}
@@ -141,11 +136,7 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 		switch {
 		case !now.Before(m.takeoverAt()):
 			// Watchers can be blind for a while after a reconnect: re-read before the CAS.
-			next := watchReading
-			if m.sub == standingBy {
-				next = standbyReading
-			}
-			m.issue(out, now, next, Op{Kind: OpRead, Purpose: PurposeClaim})
+			m.issue(out, now, readingIn[m.sub.mode()], m.claimOp(OpRead))
 		case m.sub == standingBy && !now.Before(m.standbyUntil):
 			m.standbyTimedOut(out)
 		}
