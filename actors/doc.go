@@ -11,8 +11,11 @@
 //	├── fencer           fence timer: lease/2 after the last successful renewal was sent
 //	└── contender        the watch of the lease key, the takeover and standby timers
 //
-// No actor blocks in Receive: store calls and the watch run in goroutines the actor owns
-// (cancelled and waited for when it stops or restarts) and report back by message.
+// The ownership actor only carries out what each step of the machine returns
+// (lease.Output: the store call, the watch, the timers, the gate, the role to
+// broadcast); it never compares states. No actor blocks in Receive: store calls and the
+// watch run in goroutines the actor starts, cancels when it stops or restarts, and that
+// report back by message; Ownership.Stop waits for them, bounded by its context.
 // The machine, the store and the status live in a struct the spawner owns, so an actor
 // that is killed (a panic, recovered by Recover and turned into an in-place restart)
 // picks them up again and the lease is kept.

@@ -5,22 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
 	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
 )
 
-// Messages inside the ownership tree.
+// Messages inside the ownership tree; the role messages it broadcasts and takes are in
+// messages.go.
 type (
-	tick     struct{}
-	observed struct{ rec lease.Record }
-	opDone   struct{ res lease.Result }
-	arm      struct{ at time.Time }
-	watch    struct{ on bool }
-	runOp    struct{ op lease.Op }
-	childUp  struct{ name string }
+	tick     struct{}                   // a child's timer fired: the machine checks its deadlines
+	observed struct{ rec lease.Record } // the contender's watch delivered a record
+	opDone   struct{ res lease.Result } // a store call ended (a cancelled one: unknown)
+	arm      struct{ at time.Time }     // arm the child's timer at at; zero: disarm it
+	watch    struct{ on bool }          // the contender's watch on or off
+	runOp    struct{ op lease.Op }      // the renewer runs a call that keeps the lease
+	childUp  struct{ name string }      // a child restarted after a panic: instruct it again
 )
 
 // Names of the ownership actor's children.
@@ -29,9 +32,6 @@ const (
 	FencerName    = "fencer"
 	ContenderName = "contender"
 )
-
-// errRestarted is the outcome of a call whose worker was restarted: unknown.
-var errRestarted = errors.New("actors: the worker running this call was restarted")
 
 // OwnershipConfig is what the ownership actor needs.
 type OwnershipConfig struct {
@@ -58,7 +58,9 @@ type Status struct {
 }
 
 // core is the ownership's durable state: the spawner owns it and every actor of the
-// tree closes over it, so an actor restarted after a panic picks it up.
+// tree closes over it, so an actor restarted after a panic picks it up. Its fields
+// change only on the ownership actor's goroutine; handles read status and children,
+// which are published.
 type core struct {
 	cfg     OwnershipConfig
 	machine *lease.Machine
@@ -67,27 +69,27 @@ type core struct {
 	started bool
 	subs    []*actor.PID
 
-	mu       sync.Mutex
-	status   Status
-	changed  chan struct{} // closed and replaced on every status change
-	children map[string]*actor.PID
+	status   *notify.Value[Status]
+	children atomic.Pointer[children]
+	tasks    tasks // every goroutine of the tree; Stop waits for them
 }
 
-func (k *core) snapshot() (Status, <-chan struct{}) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.status, k.changed
-}
+// children are the ownership actor's children, published once they are spawned.
+type children struct{ renewer, fencer, contender *actor.PID }
 
-func (k *core) setStatus(s Status) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if s == k.status {
-		return
+func (ch *children) get(name string) *actor.PID {
+	if ch == nil {
+		return nil
 	}
-	k.status = s
-	close(k.changed)
-	k.changed = make(chan struct{})
+	switch name {
+	case RenewerName:
+		return ch.renewer
+	case FencerName:
+		return ch.fencer
+	case ContenderName:
+		return ch.contender
+	}
+	return nil
 }
 
 // Ownership is the handle on a spawned ownership actor.
@@ -109,18 +111,18 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 		return nil, err
 	}
 	k := &core{
-		cfg:      cfg,
-		machine:  m,
-		gate:     cfg.Gate,
-		log:      cfg.Logger,
-		subs:     append([]*actor.PID(nil), cfg.Subscribers...),
-		status:   Status{State: lease.StateIdle},
-		changed:  make(chan struct{}),
-		children: map[string]*actor.PID{},
+		cfg:     cfg,
+		machine: m,
+		gate:    cfg.Gate,
+		log:     cfg.Logger,
+		subs:    append([]*actor.PID(nil), cfg.Subscribers...),
+		status:  notify.New(Status{State: lease.StateIdle}),
+		tasks:   newTasks(),
 	}
 	if k.gate == nil {
 		k.gate = lease.NewGate()
 	}
+	k.gate.Close() // the machine starts idle: nothing may run until it serves
 	if k.log == nil {
 		k.log = zap.NewNop()
 	}
@@ -135,11 +137,7 @@ func (o *Ownership) PID() *actor.PID { return o.pid }
 
 // Child is one of the ownership actor's children (RenewerName, FencerName,
 // ContenderName), for fault injection.
-func (o *Ownership) Child(name string) *actor.PID {
-	o.core.mu.Lock()
-	defer o.core.mu.Unlock()
-	return o.core.children[name]
-}
+func (o *Ownership) Child(name string) *actor.PID { return o.core.children.Load().get(name) }
 
 // Config is the lease configuration the ownership runs with.
 func (o *Ownership) Config() lease.Config { return o.core.cfg.Lease }
@@ -147,25 +145,19 @@ func (o *Ownership) Config() lease.Config { return o.core.cfg.Lease }
 // Gate is the gate the ownership moves.
 func (o *Ownership) Gate() *lease.Gate { return o.core.gate }
 
+// Config is the lease configuration the ownership runs with.
+func (o *Ownership) Config() lease.Config { return o.core.cfg.Lease }
+
 // Status is the current snapshot.
-func (o *Ownership) Status() Status {
-	s, _ := o.core.snapshot()
-	return s
-}
+func (o *Ownership) Status() Status { return o.core.status.Load() }
 
 // WaitFor waits until ok(status) holds and returns that status, or ctx's error.
 func (o *Ownership) WaitFor(ctx context.Context, ok func(Status) bool) (Status, error) {
-	for {
-		s, changed := o.core.snapshot()
-		if ok(s) {
-			return s, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return s, fmt.Errorf("actors: waiting for the lease (state %s): %w", s.State, ctx.Err())
-		}
+	s, err := o.core.status.Wait(ctx, ok)
+	if err != nil {
+		return s, fmt.Errorf("actors: waiting for the lease (state %s): %w", s.State, err)
 	}
+	return s, nil
 }
 
 // Claim waits for the claim's outcome: StateServing, StateStandby, or the error that
@@ -188,12 +180,15 @@ func (o *Ownership) Release(ctx context.Context) (Status, error) {
 }
 
 // Stop stops the actor tree without releasing the lease (as a crash would leave it)
-// and waits until its goroutines have ended. Call Release first for a clean stop.
+// and waits until its goroutines have ended (the store calls in flight and the watch,
+// cancelled as the actors stop). Call Release first for a clean stop.
 func (o *Ownership) Stop(ctx context.Context) error {
 	var err error
 	o.stop.Do(func() {
-		done := o.engine.PoisonCtx(ctx, o.pid)
-		<-done.Done()
+		<-o.engine.PoisonCtx(ctx, o.pid).Done()
+		if ctx.Err() == nil {
+			err = o.core.tasks.wait(ctx)
+		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("actors: stopping the ownership: %w", ctx.Err())
 		}
@@ -201,26 +196,37 @@ func (o *Ownership) Stop(ctx context.Context) error {
 	return err
 }
 
-// ownershipActor drives the machine.
+// ownershipActor is the machine's driver: it feeds the machine its inputs (timer ticks,
+// watch records, call outcomes, Release) and carries out each Output. It runs the
+// claim and release calls itself; the renewer runs the calls that keep the lease.
+//
+// State: in core (durable, changed only here): the machine, the subscribers, the gate,
+// the published status and children; its own fields: the worker, the children's PIDs
+// and the timer each child was last told. Goroutines: one per claim or release call,
+// cancelled when it stops or restarts, waited for by Ownership.Stop; each reports
+// opDone. Messages: it takes tick (from the renewer's, fencer's and contender's
+// timers), observed (contender), opDone, childUp, Release and Subscribe; it sends runOp
+// to the renewer, arm to each child, watch to the contender, and the role broadcasts
+// (Serving, StandingBy, Fenced, Lost, Released, ClaimFailed) to its subscribers.
 type ownershipActor struct {
-	core   *core
-	worker *worker
-	// last instructions sent to the children, to send only changes
-	sent map[string]any
+	core     *core
+	worker   *worker
+	children *children
+	armed    map[string]time.Time // the timer each child was last told, to send only changes
 }
 
 func (a *ownershipActor) Receive(c *actor.Context) {
 	k := a.core
 	switch m := c.Message().(type) {
 	case actor.Started:
-		a.worker = newWorker()
-		a.sent = map[string]any{}
+		a.worker = newWorker(k.tasks)
+		a.armed = map[string]time.Time{}
 		a.spawnChildren(c)
 		if !k.started {
 			k.started = true
 			a.apply(c, k.machine.Start(time.Now()))
 		} else {
-			a.sync(c)
+			a.resync(c)
 		}
 	case actor.Stopped:
 		a.worker.stop()
@@ -234,152 +240,117 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.apply(c, k.machine.Release(time.Now()))
 	case Subscribe:
 		k.subs = append(k.subs, m.PID)
-		if msg := roleMessage(k.machine, lease.StateIdle); msg != nil {
-			c.Send(m.PID, msg)
+		if r := k.machine.Role(); r.Kind != lease.RoleNone {
+			c.Send(m.PID, roleMessage(r))
 		}
 	case childUp:
-		// A restarted child lost what it was doing: a call it ran has an unknown
-		// outcome, and it needs its timers again.
-		if op := k.machine.InFlight(); op != nil && op.Renewal && m.name == RenewerName {
-			a.apply(c, k.machine.Done(time.Now(), lease.Result{ID: op.ID, Err: errRestarted}))
+		// A restarted child lost its timer (and the contender its watch); a call the
+		// renewer ran reports its own end, cancelled: an unknown outcome.
+		delete(a.armed, m.name)
+		a.arm(c, k.machine.Deadlines())
+		if m.name == ContenderName {
+			c.Send(a.children.contender, watch{on: k.machine.Watching()})
 		}
-		delete(a.sent, m.name)
-		delete(a.sent, m.name+"/watch")
-		a.sync(c)
 	}
 }
 
-// Restart implements Restarter: the worker's call has an unknown outcome; everything
-// else is in the durable core.
+// Restart implements Restarter: the calls in flight on the worker are cancelled (each
+// reports its end, an unknown outcome); everything else is in the durable core, and
+// the children are told again what they should be doing.
 func (a *ownershipActor) Restart(c *actor.Context) {
 	a.worker.stop()
-	a.worker = newWorker()
-	a.sent = map[string]any{}
-	if op := a.core.machine.InFlight(); op != nil && !op.Renewal {
-		a.apply(c, a.core.machine.Done(time.Now(), lease.Result{ID: op.ID, Err: errRestarted}))
-		return
-	}
-	a.sync(c)
+	a.worker = newWorker(a.core.tasks)
+	a.resync(c)
 }
 
 func (a *ownershipActor) spawnChildren(c *actor.Context) {
 	k := a.core
-	spawn := func(name string, p actor.Producer) {
-		pid := c.SpawnChild(p, name, SpawnOpts("1")...)
-		k.mu.Lock()
-		k.children[name] = pid
-		k.mu.Unlock()
+	spawn := func(name string, p actor.Producer) *actor.PID {
+		return c.SpawnChild(p, name, SpawnOpts("1")...)
 	}
-	spawn(RenewerName, func() actor.Receiver { return &renewer{store: k.cfg.Store} })
-	spawn(FencerName, func() actor.Receiver { return &fencer{} })
-	spawn(ContenderName, func() actor.Receiver { return &contender{store: k.cfg.Store} })
+	a.children = &children{
+		renewer:   spawn(RenewerName, func() actor.Receiver { return &renewer{store: k.cfg.Store, tasks: k.tasks} }),
+		fencer:    spawn(FencerName, func() actor.Receiver { return &fencer{} }),
+		contender: spawn(ContenderName, func() actor.Receiver { return &contender{store: k.cfg.Store, tasks: k.tasks} }),
+	}
+	k.children.Store(a.children)
 }
 
-func (a *ownershipActor) child(name string) *actor.PID {
-	a.core.mu.Lock()
-	defer a.core.mu.Unlock()
-	return a.core.children[name]
+// resync sends every child its timer, and the contender its watch, as the machine
+// has them now.
+func (a *ownershipActor) resync(c *actor.Context) {
+	a.armed = map[string]time.Time{}
+	a.arm(c, a.core.machine.Deadlines())
+	c.Send(a.children.contender, watch{on: a.core.machine.Watching()})
 }
 
-// apply carries out one step's output, then brings the children, the gate and the
-// status in line with the machine.
+// apply carries out one step's Output, in its order.
 func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	k := a.core
-	prev, _ := k.snapshot()
-	var lostTo lease.Holder
+	for _, mv := range out.Moves {
+		k.log.Debug("lease move", zap.Stringer("from", mv.From), zap.Stringer("on", mv.Input), zap.Stringer("to", mv.To))
+	}
 	for _, ev := range out.Events {
 		a.logEvent(ev)
-		if ev.Kind == lease.EventLost {
-			lostTo = ev.Holder
-		}
 		if k.cfg.OnEvent != nil {
 			k.cfg.OnEvent(ev)
 		}
 	}
 	if op := out.Op; op != nil {
-		if op.Renewal {
-			c.Send(a.child(RenewerName), runOp{op: *op})
+		if op.Purpose == lease.PurposeRenewal {
+			c.Send(a.children.renewer, runOp{op: *op})
 		} else {
 			a.worker.run(c.Engine(), c.PID(), k.cfg.Store, *op)
 		}
 	}
-	a.sync(c)
-	now, _ := k.snapshot()
-	if out.Err != nil {
-		a.broadcast(c, ClaimFailed{Err: out.Err})
+	switch out.Watch {
+	case lease.WatchOn:
+		c.Send(a.children.contender, watch{on: true})
+	case lease.WatchOff:
+		c.Send(a.children.contender, watch{on: false})
 	}
-	if now.State != prev.State {
-		if msg := roleMessage(k.machine, prev.State); msg != nil {
-			if l, ok := msg.(Lost); ok {
-				l.Holder = lostTo
-				msg = l
-			}
-			a.broadcast(c, msg)
-		}
-	}
-}
-
-// roleMessage is the broadcast for the machine's state, entered from prev.
-func roleMessage(m *lease.Machine, prev lease.State) any {
-	switch m.State() {
-	case lease.StateServing:
-		return Serving{Revision: m.Revision(), Restored: prev == lease.StateFenced}
-	case lease.StateStandby:
-		return StandingBy{Holder: m.Seen().Holder}
-	case lease.StateFenced:
-		return Fenced{}
-	case lease.StateLost:
-		return Lost{}
-	case lease.StateReleased:
-		return Released{}
-	}
-	if err := m.Err(); err != nil {
-		return ClaimFailed{Err: err}
-	}
-	return nil
-}
-
-func (a *ownershipActor) broadcast(c *actor.Context, msg any) {
-	for _, pid := range a.core.subs {
-		c.Send(pid, msg)
-	}
-}
-
-// sync sends the children their timers and the watch, moves the gate and publishes
-// the status.
-func (a *ownershipActor) sync(c *actor.Context) {
-	k := a.core
-	m := k.machine
-	d := m.Deadlines()
-	var contend time.Time
-	for _, t := range []time.Time{d.Takeover, d.Standby, d.Retry} {
-		if !t.IsZero() && (contend.IsZero() || t.Before(contend)) {
-			contend = t
-		}
-	}
-	a.send(c, RenewerName, RenewerName, arm{at: d.Renew})
-	a.send(c, FencerName, FencerName, arm{at: d.Fence})
-	a.send(c, ContenderName, ContenderName, arm{at: contend})
-	a.send(c, ContenderName, ContenderName+"/watch", watch{on: m.Watching()})
-
-	prev, _ := k.snapshot()
-	switch m.State() {
-	case lease.StateServing:
-		k.gate.Allow(m.LastRenewed().Add(m.Config().FenceAfter()))
-	case lease.StateReleased:
-		// Decided once, on the way in: a late timer tick after the release must not
-		// close a draining gate.
-		switch prev.State {
-		case lease.StateServing:
-			// A clean handover: the calls already received are answered.
-			k.gate.Drain()
-		case lease.StateReleased:
-		default:
-			k.gate.Close()
-		}
-	default:
+	a.arm(c, out.Deadlines)
+	switch out.Gate.Kind {
+	case lease.GateAllow:
+		k.gate.Allow(out.Gate.Until)
+	case lease.GateDrain:
+		// A clean handover: the calls already received are answered.
+		k.gate.Drain()
+	case lease.GateClose:
 		k.gate.Close()
 	}
+	a.publish()
+	if out.Role.Kind != lease.RoleNone {
+		msg := roleMessage(out.Role)
+		for _, pid := range k.subs {
+			c.Send(pid, msg)
+		}
+	}
+}
+
+// arm sends each child its deadline, when it is not the one it has.
+func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
+	contend := lease.Deadlines{Takeover: d.Takeover, Standby: d.Standby, Retry: d.Retry}.Next()
+	for _, t := range []struct {
+		name string
+		pid  *actor.PID
+		at   time.Time
+	}{
+		{RenewerName, a.children.renewer, d.Renew},
+		{FencerName, a.children.fencer, d.Fence},
+		{ContenderName, a.children.contender, contend},
+	} {
+		if last, ok := a.armed[t.name]; ok && last.Equal(t.at) {
+			continue
+		}
+		a.armed[t.name] = t.at
+		c.Send(t.pid, arm{at: t.at})
+	}
+}
+
+// publish publishes the status the machine is in.
+func (a *ownershipActor) publish() {
+	m := a.core.machine
 	s := Status{State: m.State(), Revision: m.Revision(), LastRenewed: m.LastRenewed(), Err: m.Err()}
 	switch {
 	case m.Revision() != 0:
@@ -387,16 +358,26 @@ func (a *ownershipActor) sync(c *actor.Context) {
 	case !m.Seen().Free():
 		s.Holder = m.Seen().Holder
 	}
-	k.setStatus(s)
+	a.core.status.Update(func(old Status) (Status, bool) { return s, s != old })
 }
 
-// send sends msg to a child unless the same instruction was its last.
-func (a *ownershipActor) send(c *actor.Context, child, key string, msg any) {
-	if last, ok := a.sent[key]; ok && last == msg {
-		return
+// roleMessage is the broadcast for a role change.
+func roleMessage(r lease.Role) any {
+	switch r.Kind {
+	case lease.RoleServing:
+		return Serving{Revision: r.Revision, Restored: r.Restored}
+	case lease.RoleStandingBy:
+		return StandingBy{Holder: r.Holder}
+	case lease.RoleFenced:
+		return Fenced{}
+	case lease.RoleLost:
+		return Lost{Holder: r.Holder}
+	case lease.RoleReleased:
+		return Released{}
+	case lease.RoleClaimFailed:
+		return ClaimFailed{Err: r.Err}
 	}
-	a.sent[key] = msg
-	c.Send(a.child(child), msg)
+	return nil
 }
 
 func (a *ownershipActor) logEvent(ev lease.Event) {
@@ -442,35 +423,52 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		log.Error("another engine already serves this NATS account", fields...)
 	case lease.EventStandbyTimedOut:
 		log.Error(fmt.Sprintf("no handover within %s", lc.StandbyTimeout), fields...)
+	case lease.EventIllegalTransition:
+		log.Error("the lease state machine made a move its table does not allow (a bug)", fields...)
 	}
 }
 
-// worker runs store calls in goroutines it owns and reports each outcome by message.
-type worker struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
+// tasks counts the goroutines of the ownership tree (store calls, the watch), so that
+// Stop waits for them, bounded, and no Receive ever does.
+type tasks struct{ n *notify.Value[int] }
 
-func newWorker() *worker {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &worker{ctx: ctx, cancel: cancel}
-}
+func newTasks() tasks { return tasks{n: notify.New(0)} }
 
-func (w *worker) run(e *actor.Engine, to *actor.PID, s lease.Store, op lease.Op) {
-	w.wg.Add(1)
+func (g tasks) start(f func()) {
+	g.n.Update(func(n int) (int, bool) { return n + 1, true })
 	go func() {
-		defer w.wg.Done()
-		e.Send(to, opDone{res: execute(w.ctx, s, op)})
+		defer g.n.Update(func(n int) (int, bool) { return n - 1, true })
+		f()
 	}()
 }
 
-// stop cancels the calls in flight and waits for their goroutines; a cancelled store
-// call returns at once.
-func (w *worker) stop() {
-	w.cancel()
-	w.wg.Wait()
+// wait returns once every goroutine has ended, or ctx's error.
+func (g tasks) wait(ctx context.Context) error {
+	_, err := g.n.Wait(ctx, func(n int) bool { return n == 0 })
+	return err
 }
+
+// worker runs an actor's store calls, one goroutine each, which report their outcome
+// by message.
+type worker struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	tasks  tasks
+}
+
+func newWorker(t tasks) *worker {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &worker{ctx: ctx, cancel: cancel, tasks: t}
+}
+
+func (w *worker) run(e *actor.Engine, to *actor.PID, s lease.Store, op lease.Op) {
+	ctx := w.ctx
+	w.tasks.start(func() { e.Send(to, opDone{res: execute(ctx, s, op)}) })
+}
+
+// stop cancels the calls in flight; each still reports its end (cancelled: unknown),
+// and Ownership.Stop waits for them.
+func (w *worker) stop() { w.cancel() }
 
 func execute(ctx context.Context, s lease.Store, op lease.Op) lease.Result {
 	ctx, cancel := context.WithTimeout(ctx, op.Timeout)
@@ -493,7 +491,8 @@ func execute(ctx context.Context, s lease.Store, op lease.Op) lease.Result {
 	return res
 }
 
-// timer sends tick to the parent at a time; re-arming replaces it.
+// timer sends tick to the parent at a time; re-arming replaces it. It is a field of the
+// child that owns it, stopped when the child stops or restarts.
 type timer struct{ t *time.Timer }
 
 func (t *timer) arm(c *actor.Context, at time.Time) {
@@ -510,121 +509,4 @@ func (t *timer) stop() {
 		t.t.Stop()
 		t.t = nil
 	}
-}
-
-// renewer owns the renewal timer and runs the renewal calls.
-type renewer struct {
-	store  lease.Store
-	timer  timer
-	worker *worker
-}
-
-func (r *renewer) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
-	case actor.Started:
-		r.worker = newWorker()
-	case actor.Stopped:
-		r.timer.stop()
-		r.worker.stop()
-	case arm:
-		r.timer.arm(c, m.at)
-	case runOp:
-		r.worker.run(c.Engine(), c.Parent(), r.store, m.op)
-	}
-}
-
-// Restart implements Restarter.
-func (r *renewer) Restart(c *actor.Context) {
-	r.timer.stop()
-	r.worker.stop()
-	r.worker = newWorker()
-	c.Send(c.Parent(), childUp{name: RenewerName})
-}
-
-// fencer owns the fence timer: it fires lease/2 after the last successful renewal
-// was sent, and the machine fences on that tick.
-type fencer struct{ timer timer }
-
-func (f *fencer) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
-	case actor.Stopped:
-		f.timer.stop()
-	case arm:
-		f.timer.arm(c, m.at)
-	}
-}
-
-// Restart implements Restarter.
-func (f *fencer) Restart(c *actor.Context) {
-	f.timer.stop()
-	c.Send(c.Parent(), childUp{name: FencerName})
-}
-
-// watchRetry is how long the contender waits before watching again after a failure.
-const watchRetry = 250 * time.Millisecond
-
-// contender watches the lease (while claiming or standing by, and while holding, to see
-// any write not ours at once) and owns the takeover and standby timers.
-type contender struct {
-	store  lease.Store
-	timer  timer
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func (t *contender) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
-	case actor.Stopped:
-		t.timer.stop()
-		t.stopWatch()
-	case arm:
-		t.timer.arm(c, m.at)
-	case watch:
-		if m.on {
-			t.startWatch(c)
-		} else {
-			t.stopWatch()
-		}
-	}
-}
-
-// Restart implements Restarter.
-func (t *contender) Restart(c *actor.Context) {
-	t.timer.stop()
-	t.stopWatch()
-	c.Send(c.Parent(), childUp{name: ContenderName})
-}
-
-func (t *contender) startWatch(c *actor.Context) {
-	if t.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.cancel = cancel
-	e, parent, s := c.Engine(), c.Parent(), t.store
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		for ctx.Err() == nil {
-			if w, err := s.Watch(ctx); err == nil {
-				for rec := range w.Updates() {
-					e.Send(parent, observed{rec: rec})
-				}
-				w.Stop()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(watchRetry):
-			}
-		}
-	}()
-}
-
-func (t *contender) stopWatch() {
-	if t.cancel == nil {
-		return
-	}
-	t.cancel()
-	t.wg.Wait()
-	t.cancel = nil
 }

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -27,6 +29,7 @@ type node struct {
 	t       *testing.T
 	e       *actor.Engine
 	o       *Ownership
+	panics  func() // stops the watch of unexpected panics
 	sub     *actor.PID
 	mu      sync.Mutex
 	roles   []any
@@ -45,6 +48,12 @@ func startNodeWith(t *testing.T, store lease.Store, cfg lease.Config) *node {
 		t.Fatal(err)
 	}
 	n := &node{t: t, e: e}
+	// A panic that no Kill asked for is a bug, even when Recover survives it.
+	n.panics = WatchPanics(e, func(p Panicked) {
+		if !strings.HasPrefix(fmt.Sprint(p.Reason), "killed: ") {
+			t.Errorf("%v panicked: %v\n%s", p.PID, p.Reason, p.Stack)
+		}
+	})
 	n.sub = e.SpawnFunc(func(c *actor.Context) {
 		switch m := c.Message().(type) {
 		case Serving, StandingBy, Fenced, Lost, Released, ClaimFailed:
@@ -55,8 +64,15 @@ func startNodeWith(t *testing.T, store lease.Store, cfg lease.Config) *node {
 		}
 	}, "subscriber")
 	o, err := SpawnOwnership(e, OwnershipConfig{
-		Store:       store,
-		Lease:       cfg,
+		Store: store,
+		Lease: cfg,
+		// The test hook on the machine's transition table: a move it does not allow
+		// fails the test.
+		OnEvent: func(ev lease.Event) {
+			if ev.Kind == lease.EventIllegalTransition {
+				t.Errorf("the lease machine: %v", ev.Err)
+			}
+		},
 		Subscribers: []*actor.PID{n.sub},
 	})
 	if err != nil {
@@ -74,6 +90,7 @@ func (n *node) stop() {
 		n.t.Error(err)
 	}
 	<-n.e.PoisonCtx(ctx, n.sub).Done()
+	n.panics()
 }
 
 // roleLog is what the subscriber received; inside a bubble it first lets every

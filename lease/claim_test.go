@@ -29,10 +29,7 @@ func TestLostCreateReplyCountsFromTheSend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := NewMemStore()
 			tc.prep(store)
-			m, err := NewMachine(Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := newMachine(t, Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby})
 			start := t0.Add(tc.start)
 			out := m.Start(start)
 			rec, _ := store.Read(ctx)
@@ -47,6 +44,7 @@ func TestLostCreateReplyCountsFromTheSend(t *testing.T) {
 			}
 			write := *out.Op
 			// It lands at createSent; its reply is lost.
+			var err error
 			if write.Kind == OpCreate {
 				_, err = store.Create(ctx, write.Holder)
 			} else {
@@ -138,5 +136,67 @@ func TestStandbysRaceForAReleasedLease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStandbyRetriesAFailedTakeoverRead: a standby whose takeover read fails waits the
+// retry, not the takeover deadline that has passed, and takes over once the store
+// answers; a store that stays away ends the standby at its timeout. Before the
+// retry-wait sub-states, the machine kept reporting the past takeover deadline, which a
+// tick did nothing about, so a driver that arms each timer once (the ownership actor)
+// never woke again.
+func TestStandbyRetriesAFailedTakeoverRead(t *testing.T) {
+	t.Run("the store comes back", func(t *testing.T) {
+		store := NewMemStore()
+		store.Put(holder("old", "v1")) // a holder that died without releasing
+		me := newSim(t, store, holder("me", "v2"))
+		me.start()
+		me.at(lease - time.Millisecond)
+		me.failing = true
+		me.at(lease) // the takeover read fails
+		if me.m.State() != StateStandby || me.m.SubState() != standbyRetryWait {
+			t.Fatalf("after a failed takeover read: %v (%v), want standby, waiting to retry", me.m.State(), me.m.SubState())
+		}
+		if d := me.m.Deadlines(); !d.Takeover.IsZero() || !d.Retry.Equal(t0.Add(lease+renew)) {
+			t.Fatalf("Deadlines() = %+v: want the retry, not the takeover that is past", d)
+		}
+		me.failing = false
+		me.at(lease + renew)
+		if me.m.State() != StateServing {
+			t.Fatalf("after the retry: %v (log %v), want serving", me.m.State(), me.log)
+		}
+	})
+	t.Run("the store stays away", func(t *testing.T) {
+		store := NewMemStore()
+		store.Put(holder("old", "v1"))
+		me := newSim(t, store, holder("me", "v2"))
+		me.start()
+		me.failing = true
+		me.at(standby + renew)
+		var ste *StandbyTimeoutError
+		if !errors.As(me.err, &ste) {
+			t.Fatalf("err = %v (state %v, log %v), want the standby timeout", me.err, me.m.State(), me.log)
+		}
+	})
+}
+
+// TestRefusedClaimStaysRefused: a claim refused while it waited to retry a failed read
+// never starts again (before the sub-states, the pending retry read the lease after the
+// refusal, and the claim went on).
+func TestRefusedClaimStaysRefused(t *testing.T) {
+	other := holder("other", "")
+	m := newMachine(t, Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby})
+	out := m.Start(t0)
+	out = m.Done(t0, Result{ID: out.Op.ID, Record: Record{Holder: other, Revision: 1}}) // watch it
+	out = m.Tick(t0.Add(lease))                                                         // silent: the takeover read
+	out = m.Done(t0.Add(lease), Result{ID: out.Op.ID, Err: errors.New("broker away")})  // a retry is due
+	out = m.Observe(t0.Add(lease), Record{Holder: other, Revision: 2})                  // it renewed: refused
+	var as *AlreadyServingError
+	if !errors.As(m.Err(), &as) || out.Role.Kind != RoleClaimFailed {
+		t.Fatalf("err %v, role %v: want refused", m.Err(), out.Role.Kind)
+	}
+	out = m.Tick(t0.Add(3 * lease))
+	if m.State() != StateIdle || out.Op != nil || m.InFlight() != nil || !m.Deadlines().Next().IsZero() {
+		t.Fatalf("after the refusal: state %v, op %v, deadlines %+v: want refused for good", m.State(), out.Op, m.Deadlines())
 	}
 }

@@ -3,18 +3,26 @@
 // and a JetStream one in lease/jetstreamstore), the Gate every call checks, and Machine,
 // the ownership state machine.
 //
-// Machine is pure: time is an input, it starts no goroutine and does no I/O. A driver
-// (the ownership actor in package actors) feeds it events and carries out what it asks:
+// Machine is pure: time is an input, it starts no goroutine and does no I/O. It is a
+// transition function over named sub-states (SubState; the public State is derived
+// from it), by the table written above Machine, which the machine also consults: a move
+// the table does not allow is reported (EventIllegalTransition) and counted. A driver
+// (the ownership actor in package actors) feeds it inputs and carries out, in order,
+// what each step's Output asks, never comparing states itself:
 //
 //  1. Start: the machine asks for a Read of the lease.
-//  2. The driver runs each Op it returns (at most one at a time) and reports the outcome
-//     with Done. Outcomes are classified three ways: committed, a conflict (ErrConflict:
-//     surely not committed), or unknown (any other error: maybe committed).
-//  3. While Watching reports true, the driver watches the lease and reports every record
-//     it sees with Observe.
-//  4. The driver calls Tick at the times Deadlines names (renewal due, fence due,
-//     takeover due, standby timeout); late ticks are fine, early ones do nothing.
-//  5. Release starts a clean release; the machine ends in StateReleased.
+//  2. The driver runs each Op (at most one is in flight), on the worker its Purpose
+//     calls for (claim, renewal, release), and reports the outcome with Done. Outcomes
+//     are classified three ways: committed, a conflict (ErrConflict: surely not
+//     committed), or unknown (any other error: maybe committed).
+//  3. Output.Watch turns the watch of the lease on or off; while on, the driver reports
+//     every record it sees with Observe.
+//  4. The driver arms its timers at Output.Deadlines (renewal, fence, takeover, standby
+//     timeout, retry) and calls Tick when one fires; late ticks are fine, early ones do
+//     nothing.
+//  5. It moves the Gate as Output.Gate says and broadcasts Output.Role, the role change
+//     of the step (serving, standing by, fenced, lost, released, claim failed).
+//  6. Release starts a clean release; the machine ends in StateReleased.
 //
 // The rules (design §4.1, §5; the ADR's "Starting a serving engine", "Fencing"):
 //

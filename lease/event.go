@@ -7,21 +7,22 @@ type EventKind uint8
 
 // Events. Each carries the holder it concerns and, for failures, the error.
 const (
-	EventAcquired        EventKind = iota + 1 // took a free lease
-	EventTookOver                             // took over a silent holder's lease
-	EventStandingBy                           // another rollout holds it
-	EventRefused                              // claim failed: another engine serves
-	EventStandbyTimedOut                      // no handover within the standby timeout
-	EventRenewed                              // a renewal succeeded
-	EventRenewFailed                          // a renewal's outcome is unknown
-	EventFenced                               // no renewal for lease/2: stopped serving
-	EventRestored                             // renewed again after fencing: serving
-	EventLost                                 // another engine holds the lease
-	EventReleased                             // released at our revision
-	EventReleaseSkipped                       // nothing of ours to delete
-	EventReleaseFailed                        // delete's outcome unknown; frees itself after a lease
-	EventStoreError                           // a claim-side call failed; retried
-	EventEvicted                              // a write not ours changed our key: stopped serving
+	EventAcquired          EventKind = iota + 1 // took a free lease
+	EventTookOver                               // took over a silent holder's lease
+	EventStandingBy                             // another rollout holds it
+	EventRefused                                // claim failed: another engine serves
+	EventStandbyTimedOut                        // no handover within the standby timeout
+	EventRenewed                                // a renewal succeeded
+	EventRenewFailed                            // a renewal's outcome is unknown
+	EventFenced                                 // no renewal for lease/2: stopped serving
+	EventRestored                               // renewed again after fencing: serving
+	EventLost                                   // another engine holds the lease
+	EventReleased                               // released at our revision
+	EventReleaseSkipped                         // nothing of ours to delete
+	EventReleaseFailed                          // delete's outcome unknown; frees itself after a lease
+	EventStoreError                             // a claim-side call failed; retried
+	EventEvicted                                // a write not ours changed our key: stopped serving
+	EventIllegalTransition                      // a bug: a move the transition table does not allow (Err: *TransitionError)
 )
 
 var eventNames = map[EventKind]string{
@@ -30,6 +31,7 @@ var eventNames = map[EventKind]string{
 	EventRenewFailed: "renew_failed", EventFenced: "fenced", EventRestored: "restored",
 	EventLost: "lost", EventReleased: "released", EventReleaseSkipped: "release_skipped",
 	EventReleaseFailed: "release_failed", EventStoreError: "store_error", EventEvicted: "evicted",
+	EventIllegalTransition: "illegal_transition",
 }
 
 func (k EventKind) String() string {

@@ -81,8 +81,8 @@ func TestHolderIsEvictedByAWriteNotItsOwn(t *testing.T) {
 			if me.m.State() != StateFenced {
 				t.Fatalf("state right after the write = %v, want fenced", me.m.State())
 			}
-			if out.Op == nil || out.Op.Kind != OpRead || !out.Op.Renewal {
-				t.Fatalf("op %+v, want the renewer's read", out.Op)
+			if out.Op == nil || out.Op.Kind != OpRead || out.Op.Purpose != PurposeRenewal {
+				t.Fatalf("op %+v, want a renewal's read", out.Op)
 			}
 			me.log = nil
 			me.apply(out)

@@ -1,85 +1,353 @@
 package lease
 
 import (
-	"errors"
-	"fmt"
 	"time"
-)
-
-// step is what the call in flight (or the wait) is for.
-type step uint8
-
-const (
-	stepNone step = iota
-	stepClaimRead
-	stepCreate
-	stepTakeoverRead
-	stepTakeover
-	stepRenew
-	stepRenewRead
-	stepRenewCreate
-	stepRelease
-	stepReleaseRead
-	stepPublish
 )
 
 // maxReleaseAttempts bounds the delete/re-read loop of a release.
 const maxReleaseAttempts = 3
 
-// Machine is the ownership state machine. It is not safe for concurrent use: one
-// driver owns it.
+// Machine is the ownership state machine, a transition function: each input (Start,
+// Observe, Tick, Done, Release) moves it from one SubState to the next, by the table
+// below, and returns the Output that says everything the driver must do. It is not
+// safe for concurrent use: one driver owns it.
+//
+// The public States and the sub-states they are made of:
+//
+//	idle      unstarted; claim-reading, claim-retry-wait, creating (no holder watched);
+//	          claim-watching, watch-reading, watch-retry-wait, watch-creating, taking-over
+//	          (a holder of our rollout, or of none, watched for a silent lease);
+//	          publishing-period (ours, not serving yet); releasing-claim; refused
+//	standby   standby, standby-reading, standby-retry-wait, standby-creating,
+//	          standby-taking-over, standby-publishing-period
+//	serving   holding, renewing, renew-reading, renew-creating, republishing-period,
+//	          releasing
+//	fenced    fenced, fenced-renewing, fenced-renew-reading, fenced-renew-creating,
+//	          fenced-publishing-period, evicted, evicted-reading, fenced-releasing,
+//	          evicted-releasing
+//	lost      lost
+//	released  released
+//
+// A sub-state named after a call (reading, creating, taking-over, renewing, publishing)
+// has that call in flight; evicted and the releasing ones have one call in flight, of
+// the kind their rows name (a release first waits for the call sent before it, named by
+// its purpose: a claim's or a renewal's); the others have none. The inputs: Start;
+// Observe (a record the watch delivered); Done (the outcome of the call in flight,
+// named below by the call and its outcome: ok, conflict (surely not committed) or
+// unknown); Release; and Deadline, a deadline reached, which the machine checks on
+// Tick and after every other input. "ours" is a record naming us; "silent" is a full
+// lease period (the longer of ours and the one the holder published) without a new
+// revision since we first saw it; "in time" is a success sent less than lease/2 ago;
+// "our period to publish" is a period not known to be published, whose publish fits
+// before the next renewal.
+//
+// The deadlines each sub-state keeps: the renewal in every sub-state of a held lease
+// outside a release, the fence while serving, the takeover while a holder is watched
+// (not while waiting to retry a read), the standby timeout while standing by, the
+// retry in the retry waits.
+//
+// The transition table (an input not listed for a sub-state leaves it as it is):
+//
+//	unstarted                 Start                                           → claim-reading
+//	                          Release                                         → released
+//
+//	claim-reading             Done read: free                                 → creating
+//	                          Done read: ours                                 → publishing-period
+//	                          Done read: another rollout holds it             → standby
+//	                          Done read: our rollout holds it, or we have none → claim-watching
+//	                          Done read: unknown                              → claim-retry-wait
+//	                          Release                                         → releasing-claim
+//
+//	claim-retry-wait          Deadline retry due                              → claim-reading
+//	                          Release                                         → released
+//
+//	creating                  Done create: ok                                 → publishing-period
+//	                          Done create: conflict or unknown                → claim-reading
+//	                          Release                                         → releasing-claim
+//
+//	claim-watching            Observe free                                    → watch-creating
+//	                          Observe ours                                    → publishing-period
+//	                          Observe the holder watched renewed              → refused
+//	                          Observe another holder, another rollout         → standby
+//	                          Observe another holder, of our rollout or we have none → claim-watching
+//	                          Deadline takeover due                           → watch-reading
+//	                          Release                                         → released
+//
+//	watch-reading             Done read: the revision watched, silent         → taking-over
+//	                          Done read: the revision watched, not yet silent → claim-watching
+//	                          Done read: free                                 → watch-creating
+//	                          Done read: ours                                 → publishing-period
+//	                          Done read: the holder watched renewed           → refused
+//	                          Done read: another holder, another rollout      → standby
+//	                          Done read: another holder, of our rollout or we have none → claim-watching
+//	                          Done read: unknown                              → watch-retry-wait
+//	                          Release                                         → releasing-claim
+//
+//	watch-retry-wait          Deadline retry due                              → watch-reading
+//	                          Observe free                                    → watch-creating
+//	                          Observe ours                                    → publishing-period
+//	                          Observe the holder watched renewed              → refused
+//	                          Observe another holder, another rollout         → standby
+//	                          Observe another holder, of our rollout or we have none → claim-watching
+//	                          Release                                         → released
+//
+//	watch-creating            Done create: ok                                 → publishing-period
+//	                          Done create: conflict or unknown                → watch-reading
+//	                          Release                                         → releasing-claim
+//
+//	taking-over               Done update: ok                                 → publishing-period
+//	                          Done update: conflict or unknown                → watch-reading
+//	                          Release                                         → releasing-claim
+//
+//	standby                   Observe free                                    → standby-creating
+//	                          Observe ours                                    → standby-publishing-period
+//	                          Observe an engine of our rollout                → refused
+//	                          Observe another revision or holder              → standby
+//	                          Deadline takeover due                           → standby-reading
+//	                          Deadline standby timeout                        → refused
+//	                          Release                                         → released
+//
+//	standby-reading           Done read: the revision watched, silent         → standby-taking-over
+//	                          Done read: the revision watched, not yet silent → standby
+//	                          Done read: free                                 → standby-creating
+//	                          Done read: ours                                 → standby-publishing-period
+//	                          Done read: an engine of our rollout             → refused
+//	                          Done read: another revision or holder           → standby
+//	                          Done read: unknown                              → standby-retry-wait
+//	                          Release                                         → releasing-claim
+//
+//	standby-retry-wait        Deadline retry due                              → standby-reading
+//	                          Deadline standby timeout                        → refused
+//	                          Observe free                                    → standby-creating
+//	                          Observe ours                                    → standby-publishing-period
+//	                          Observe an engine of our rollout                → refused
+//	                          Observe another revision or holder              → standby
+//	                          Release                                         → released
+//
+//	standby-creating          Done create: ok                                 → standby-publishing-period
+//	                          Done create: conflict or unknown                → standby-reading
+//	                          Release                                         → releasing-claim
+//
+//	standby-taking-over       Done update: ok                                 → standby-publishing-period
+//	                          Done update: conflict or unknown                → standby-reading
+//	                          Release                                         → releasing-claim
+//
+//	publishing-period         Done publish: any outcome                       → holding
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing-claim
+//
+//	standby-publishing-period Done publish: any outcome                       → holding
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing-claim
+//
+//	holding                   Deadline renewal due                            → renewing
+//	                          Deadline fence due                              → fenced
+//	                          Observe a write not ours                        → evicted-reading
+//	                          Release                                         → releasing
+//
+//	renewing                  Done update: ok                                 → holding
+//	                          Done update: ok, our period to publish          → republishing-period
+//	                          Done update: conflict                           → renew-reading
+//	                          Done update: unknown                            → holding
+//	                          Deadline fence due                              → fenced-renewing
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing
+//
+//	renew-reading             Done read: ours                                 → renewing
+//	                          Done read: free                                 → renew-creating
+//	                          Done read: another holder                       → lost
+//	                          Done read: unknown                              → holding
+//	                          Deadline fence due                              → fenced-renew-reading
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing
+//
+//	renew-creating            Done create: ok, our period to publish          → republishing-period
+//	                          Done create: ok, no time to publish             → holding
+//	                          Done create: conflict                           → lost
+//	                          Done create: unknown                            → holding
+//	                          Deadline fence due                              → fenced-renew-creating
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing
+//
+//	republishing-period       Done publish: any outcome                       → holding
+//	                          Deadline fence due                              → fenced-publishing-period
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing
+//
+//	fenced                    Deadline renewal due                            → fenced-renewing
+//	                          Observe a write not ours                        → evicted-reading
+//	                          Release                                         → fenced-releasing
+//
+//	fenced-renewing           Done update: ok in time                         → holding
+//	                          Done update: ok in time, our period to publish  → republishing-period
+//	                          Done update: ok too late                        → fenced
+//	                          Done update: conflict                           → fenced-renew-reading
+//	                          Done update: unknown                            → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → fenced-releasing
+//
+//	fenced-renew-reading      Done read: ours                                 → fenced-renewing
+//	                          Done read: free                                 → fenced-renew-creating
+//	                          Done read: another holder                       → lost
+//	                          Done read: unknown                              → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → fenced-releasing
+//
+//	fenced-renew-creating     Done create: ok in time, our period to publish  → republishing-period
+//	                          Done create: ok in time, no time to publish     → holding
+//	                          Done create: ok too late                        → fenced
+//	                          Done create: conflict                           → lost
+//	                          Done create: unknown                            → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → fenced-releasing
+//
+//	fenced-publishing-period  Done publish: any outcome                       → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → fenced-releasing
+//
+//	evicted                   Done update or create: ok (counted, no restore) → evicted-reading
+//	                          Done update: conflict                           → evicted-reading
+//	                          Done any call: unknown                          → evicted-reading
+//	                          Done publish: any outcome                       → evicted-reading
+//	                          Done read: free (create it)                     → evicted
+//	                          Done read: ours (renew at it)                   → evicted
+//	                          Done read: another holder                       → lost
+//	                          Done create: conflict                           → lost
+//	                          Release                                         → evicted-releasing
+//
+//	evicted-reading           Done read: ours                                 → fenced-renewing
+//	                          Done read: free                                 → fenced-renew-creating
+//	                          Done read: another holder                       → lost
+//	                          Done read: unknown                              → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → fenced-releasing
+//
+//	releasing-claim           Done claim read: ours (delete it)               → releasing-claim
+//	                          Done claim read: not ours, or unknown           → released
+//	                          Done create or update: ok (delete it)           → releasing-claim
+//	                          Done create or update: conflict or unknown      → released
+//	                          Done publish: any outcome (delete)              → releasing-claim
+//	                          Done delete: ok or unknown                      → released
+//	                          Done delete: conflict (read)                    → releasing-claim
+//	                          Done release read: ours, < 3 deletes (delete)   → releasing-claim
+//	                          Done release read: other, or unknown            → released
+//
+//	releasing                 Done renewal: ok (delete)                       → releasing
+//	                          Done renewal: update conflict (read)            → releasing
+//	                          Done renewal: unknown (delete)                  → releasing
+//	                          Done renewal read: ours (delete at it)          → releasing
+//	                          Done renewal read: free                         → released
+//	                          Done renewal: another holder                    → lost
+//	                          Done publish: any outcome (delete)              → releasing
+//	                          Done delete: ok or unknown                      → released
+//	                          Done delete: conflict (read)                    → releasing
+//	                          Done release read: ours, < 3 deletes (delete)   → releasing
+//	                          Done release read: other, or unknown            → released
+//	                          Deadline fence due                              → fenced-releasing
+//
+//	fenced-releasing          Done renewal: ok in time (delete)               → releasing
+//	                          Done renewal: ok too late (delete)              → fenced-releasing
+//	                          Done renewal: update conflict (read)            → fenced-releasing
+//	                          Done renewal: unknown (delete)                  → fenced-releasing
+//	                          Done renewal read: ours (delete at it)          → fenced-releasing
+//	                          Done renewal read: free                         → released
+//	                          Done renewal: another holder                    → lost
+//	                          Done publish: any outcome (delete)              → fenced-releasing
+//	                          Done delete: ok or unknown                      → released
+//	                          Done delete: conflict (read)                    → fenced-releasing
+//	                          Done release read: ours, < 3 deletes (delete)   → fenced-releasing
+//	                          Done release read: other, or unknown            → released
+//
+//	evicted-releasing         Done renewal: ok (no restore; delete)           → fenced-releasing
+//	                          Done renewal: update conflict (read)            → fenced-releasing
+//	                          Done renewal: unknown (delete)                  → fenced-releasing
+//	                          Done renewal read: ours (delete at it)          → fenced-releasing
+//	                          Done renewal read: free                         → released
+//	                          Done renewal: another holder                    → lost
+//	                          Done publish: any outcome (delete)              → fenced-releasing
+//
+//	refused                   Release                                         → released
+//
+// Invariants (checked after every step; a break is reported like an illegal move):
+//
+//   - At most one store call is in flight, and only in a sub-state that names one.
+//   - Serving implies the last successful renewal (or the write that took the lease) was
+//     sent less than lease/2 ago: every step ends with the fence check.
+//   - The watch is on exactly while a holder is watched (claim-watching, standby and
+//     their calls) and while the lease is ours outside a release (publishing, serving,
+//     fenced); it is off while a claim has found no holder to watch yet, while releasing
+//     and once the claim or the lease is over.
+//   - The gate is open only while serving (until lease/2 after the last successful
+//     renewal was sent), and after a release entered from serving (drain); it closes
+//     the moment serving ends any other way.
+//   - A role change is broadcast once per step, for the public state the step ends in
+//     (ClaimFailed on entering refused): a step that passes through a state and leaves
+//     it again broadcasts only where it ends.
+//   - With no call in flight, a Tick at the earliest deadline moves the machine: no
+//     deadline is kept that nothing would act on (a driver that arms each timer once
+//     would otherwise never wake again).
+//   - Lost and released take no input; refused takes only Release.
+//   - Every move is a row of the table; any other is illegal: it is made (the code, not
+//     the table, is what the tests ran), reported as an EventIllegalTransition carrying
+//     a *TransitionError, and counted (Illegal).
 type Machine struct {
-	cfg   Config
-	state State
+	cfg Config
+	sub SubState
+	in  Input // the input being handled, for the legality check
 
 	nextID   uint64
 	inflight *Op
-	step     step
-	sentAt   time.Time // when the call in flight was sent
+	sentAt   time.Time // when the call in flight was sent (a renewal's read and create: the renewal's)
 
-	// claim and standby
-	seen      Record        // the holder we watch
-	seenAt    time.Time     // when we first saw seen.Revision, on our clock
-	seenLease time.Duration // the lease period seen's holder published; 0: none known
-	retryAt   time.Time     // retry a failed claim read
-	deadline  time.Time     // standby timeout
-	observing bool          // claim wait or standby: the driver watches
-	takeSent  time.Time     // when the last create or takeover write was sent
+	// a holder watched, claiming or standing by
+	seen         Record
+	seenAt       time.Time     // when we first saw seen.Revision, on our clock
+	seenLease    time.Duration // the lease period seen's holder published; 0: none known
+	standbyUntil time.Time     // the standby timeout
+	retryAt      time.Time     // the retry of a read that failed
+	takeSent     time.Time     // when the last create or takeover write was sent
 
-	// holding
-	rev         uint64
-	lastOK      time.Time // when the last successful renewal (or the write that took the lease) was sent
-	nextRenew   time.Time
-	taking      bool // the lease is ours: publishing our period before we serve
-	unpublished bool // our period is not known to be published: publish after a renewal
-	evict       bool // a write not ours changed the key: a read decides what follows
-	evicted     bool // that eviction was reported; cleared once serving again
-
-	releasing       bool
+	// the lease ours
+	rev       uint64
+	lastOK    time.Time // when the last successful renewal (or the write that took the lease) was sent
+	nextRenew time.Time
+	// unpublished: our period is not known to be in the store (the last publish failed,
+	// or the lease was created again); publish it after the next renewal. A fact about
+	// the store, as rev is, not a place in the table.
+	unpublished     bool
 	releaseAttempts int
-	err             error // the error a claim ended with
+
+	err    error  // refused: why
+	lostTo Holder // lost: to whom
+
+	illegal     uint64
+	lastIllegal error
 }
 
-// NewMachine returns a machine in StateIdle.
+// NewMachine returns a machine in StateIdle (sub-state unstarted).
 func NewMachine(cfg Config) (*Machine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Machine{cfg: cfg, state: StateIdle}, nil
+	return &Machine{cfg: cfg, sub: unstarted}, nil
 }
 
 // Config is the machine's configuration.
 func (m *Machine) Config() Config { return m.cfg }
 
-// State is the current state.
-func (m *Machine) State() State { return m.state }
+// State is the current public state.
+func (m *Machine) State() State { return m.sub.State() }
 
-// Revision is our revision while holding the lease (serving or fenced), else 0.
+// SubState is the current sub-state.
+func (m *Machine) SubState() SubState { return m.sub }
+
+// Revision is our revision while the lease is ours (serving, fenced, publishing our
+// period, releasing it), else 0.
 func (m *Machine) Revision() uint64 {
-	if m.holding() {
-		return m.rev
+	if m.sub.ended() {
+		return 0
 	}
-	return 0
+	return m.rev
 }
 
 // LastRenewed is when the last successful renewal (or the claim) was sent.
@@ -95,58 +363,62 @@ func (m *Machine) Seen() Record { return m.seen }
 // claiming or standing by, to see the holder renew or release, and while holding, to
 // see any write that is not ours (design §4.1). Never during a release: our own delete
 // must not look like an eviction.
-func (m *Machine) Watching() bool { return (m.observing || m.holding()) && !m.releasing }
+func (m *Machine) Watching() bool { return m.sub.attrs().watch }
 
 // InFlight is the call the machine waits for, if any.
 func (m *Machine) InFlight() *Op { return m.inflight }
 
-// Deadlines are the times at which Tick has something to do; zero fields: none.
-type Deadlines struct {
-	Renew    time.Time // next renewal
-	Fence    time.Time // fencing, while serving
-	Takeover time.Time // one silent lease period after the revision seen
-	Standby  time.Time // standby timeout
-	Retry    time.Time // retry a claim read that failed
-}
-
-// Next is the earliest non-zero deadline, or zero.
-func (d Deadlines) Next() time.Time {
-	var next time.Time
-	for _, t := range []time.Time{d.Renew, d.Fence, d.Takeover, d.Standby, d.Retry} {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	return next
-}
+// Illegal is how many moves (or broken invariants) the table did not allow, and the
+// last one. A test fails on any.
+func (m *Machine) Illegal() (uint64, error) { return m.illegal, m.lastIllegal }
 
 // Deadlines reports when Tick is next needed.
 func (m *Machine) Deadlines() Deadlines {
 	var d Deadlines
-	switch {
-	case m.holding():
-		if !m.releasing {
-			d.Renew = m.nextRenew
-		}
-		if m.state == StateServing {
-			d.Fence = m.lastOK.Add(m.cfg.FenceAfter())
-		}
-	case m.observing && !m.releasing:
-		d.Takeover = m.takeoverAt()
-		if m.state == StateStandby {
-			d.Standby = m.deadline
-		}
+	a := m.sub.attrs()
+	if a.renews {
+		d.Renew = m.nextRenew
 	}
-	if !m.retryAt.IsZero() && !m.releasing {
+	if a.state == StateServing {
+		d.Fence = m.fenceAt()
+	}
+	if a.takeover {
+		d.Takeover = m.takeoverAt()
+	}
+	if a.standbyTimeout {
+		d.Standby = m.standbyUntil
+	}
+	if a.retries {
 		d.Retry = m.retryAt
 	}
 	return d
 }
 
-// holding: the lease is ours, serving or not.
-func (m *Machine) holding() bool {
-	return m.state == StateServing || m.state == StateFenced || m.taking
+// Role is the role the machine is in now, as a broadcast to a new subscriber; RoleNone
+// while claiming.
+func (m *Machine) Role() Role { return m.roleOf(m.sub, 0) }
+
+func (m *Machine) roleOf(s SubState, from State) Role {
+	switch s.State() {
+	case StateServing:
+		return Role{Kind: RoleServing, Revision: m.rev, Restored: from == StateFenced}
+	case StateStandby:
+		return Role{Kind: RoleStandingBy, Holder: m.seen.Holder}
+	case StateFenced:
+		return Role{Kind: RoleFenced}
+	case StateLost:
+		return Role{Kind: RoleLost, Holder: m.lostTo}
+	case StateReleased:
+		return Role{Kind: RoleReleased}
+	}
+	if s == refused {
+		return Role{Kind: RoleClaimFailed, Err: m.err}
+	}
+	return Role{}
 }
+
+// fenceAt is when a holder that cannot renew stops serving.
+func (m *Machine) fenceAt() time.Time { return m.lastOK.Add(m.cfg.FenceAfter()) }
 
 // takeoverAt is when the holder we watch has been silent long enough to be taken over:
 // the longer of our lease period and the one it published, after we first saw its
@@ -157,430 +429,68 @@ func (m *Machine) takeoverAt() time.Time {
 
 // Start begins the claim: the machine asks to read the lease.
 func (m *Machine) Start(now time.Time) Output {
-	var out Output
-	if m.state != StateIdle || m.inflight != nil || m.observing || m.err != nil || m.releasing {
-		return out
-	}
-	m.issue(&out, now, stepClaimRead, Op{Kind: OpRead})
-	return out
+	return m.step(InputStart, now, func(out *Output) {
+		if m.sub == unstarted {
+			m.issue(out, now, claimReading, Op{Kind: OpRead, Purpose: PurposeClaim})
+		}
+	})
 }
 
 // Observe reports a record the watch delivered.
 func (m *Machine) Observe(now time.Time, rec Record) Output {
-	var out Output
-	switch {
-	case !m.Watching():
-	case m.holding():
-		// Even with a call in flight: a renewal can hang for lease/4, and an eviction
-		// must stop us serving at once.
-		m.own(&out, rec)
-	case m.inflight == nil:
-		// A claim call in flight decides from the store itself; a watch record arriving
-		// meanwhile adds nothing it will not see, and the watch may be stale.
-		m.consider(&out, now, rec)
-	}
-	m.evaluate(&out, now)
-	return out
+	return m.step(InputObserve, now, func(out *Output) {
+		if !m.Watching() {
+			return // a record delivered before the watch stopped
+		}
+		if m.sub.attrs().renews {
+			// Even with a call in flight: a renewal can hang for lease/4, and an
+			// eviction must stop us serving at once.
+			m.own(out, now, rec)
+			return
+		}
+		if m.inflight == nil {
+			// A claim call in flight decides from the store itself; a watch record
+			// arriving meanwhile adds nothing it will not see, and may be stale.
+			m.consider(out, now, rec)
+		}
+	})
 }
 
 // Tick lets the machine act on its deadlines.
 func (m *Machine) Tick(now time.Time) Output {
-	var out Output
-	m.evaluate(&out, now)
-	return out
+	return m.step(InputDeadline, now, func(*Output) {})
 }
 
 // Release starts a clean release. The machine ends in StateReleased; it deletes the
 // lease only at a revision that is ours.
 func (m *Machine) Release(now time.Time) Output {
-	var out Output
-	if m.state.Terminal() || m.releasing {
-		return out
-	}
-	m.releasing = true
-	m.observing = false
-	m.retryAt = time.Time{}
-	if m.inflight == nil && !m.holding() {
-		m.to(StateReleased)
-		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
-		return out
-	}
-	m.evaluate(&out, now)
-	return out
+	return m.step(InputRelease, now, func(out *Output) { m.release(out, now) })
 }
 
 // Done reports the outcome of the call in flight. A result for any other call (a
 // stale one, from a worker that was restarted) is ignored.
 func (m *Machine) Done(now time.Time, res Result) Output {
-	var out Output
-	if m.inflight == nil || res.ID != m.inflight.ID {
-		return out
-	}
-	op, st, sent := *m.inflight, m.step, m.sentAt
-	m.inflight, m.step = nil, stepNone
-	conflict := errors.Is(res.Err, ErrConflict)
-
-	switch st {
-	case stepClaimRead, stepTakeoverRead:
-		switch {
-		case res.Err != nil:
-			if !m.releasing {
-				m.storeError(&out, now, op, res.Err)
+	return m.step(InputDone, now, func(out *Output) {
+		if m.inflight == nil || res.ID != m.inflight.ID {
+			return
+		}
+		op, sent := *m.inflight, m.sentAt
+		m.inflight = nil
+		d := done{op: op, res: res, sent: sent, conflict: isConflict(res.Err)}
+		switch m.sub {
+		case releasingClaim, releasing, fencedReleasing, evictedReleasing:
+			m.releaseDone(out, now, d)
+		case evicted:
+			m.evictedDone(out, now, d)
+		case publishing, standbyPublishing:
+			m.published(out, d)
+			m.to(out, holding)
+		default:
+			if m.sub.attrs().renews {
+				m.holdDone(out, now, d)
+			} else {
+				m.claimDone(out, now, d)
 			}
-		case m.releasing:
-			// Only a lease that turns out to be ours matters now: it must be deleted.
-			if !res.Record.Free() && res.Record.Holder == m.cfg.Me {
-				m.take(&out, now, m.takeSent, res.Record.Revision)
-			}
-		case st == stepTakeoverRead && !res.Record.Free() && res.Record.Revision == m.seen.Revision:
-			// Still the revision we saw a lease period ago: the holder is silent for our
-			// period. One that published a longer period is judged by it: wait on.
-			m.learnLease(res.Record)
-			if !now.Before(m.takeoverAt()) {
-				m.issue(&out, now, stepTakeover, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.seen.Revision})
-			}
-		default:
-			m.decide(&out, now, res.Record)
 		}
-
-	case stepCreate, stepTakeover:
-		switch {
-		case res.Err == nil:
-			kind := EventAcquired
-			if st == stepTakeover {
-				kind = EventTookOver
-			}
-			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: res.Rev})
-			m.take(&out, now, sent, res.Rev)
-		case m.releasing:
-			// Not ours (conflict) or unknown: a create that landed unseen frees itself
-			// after one lease period, as contenders time its silence.
-		case conflict:
-			m.issue(&out, now, stepClaimRead, Op{Kind: OpRead})
-		default:
-			// Unknown: the write may have landed. A read tells; if we are the holder
-			// we adopt the revision read.
-			out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, res.Err)})
-			m.issue(&out, now, stepClaimRead, Op{Kind: OpRead})
-		}
-
-	case stepRenew, stepRenewCreate:
-		switch {
-		case res.Err == nil:
-			if st == stepRenewCreate {
-				m.unpublished = true // the lease is ours again: say our period again
-			}
-			m.renewed(&out, now, sent, res.Rev)
-			m.republish(&out, now)
-		case conflict && st == stepRenew:
-			m.issueAt(&out, now, sent, stepRenewRead, Op{Kind: OpRead, Renewal: true})
-		case conflict:
-			// Our lease was deleted and someone created it before us.
-			m.lost(&out, Record{})
-		default:
-			m.renewFailed(&out, now, res.Err)
-		}
-
-	case stepRenewRead:
-		switch {
-		case res.Err != nil:
-			m.renewFailed(&out, now, res.Err)
-		case res.Record.Free() && m.releasing:
-			m.to(StateReleased)
-			out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
-		case res.Record.Holder == m.cfg.Me && m.releasing:
-			m.rev = res.Record.Revision // evaluate deletes at it
-		case res.Record.Free():
-			// Deleted from outside: take it again. The send time stays the renewal's.
-			m.issueAt(&out, now, sent, stepRenewCreate, Op{Kind: OpCreate, Holder: m.cfg.Me, Renewal: true})
-		case res.Record.Holder == m.cfg.Me:
-			// An earlier renewal landed but its reply was lost: renew at the revision read.
-			m.issueAt(&out, now, sent, stepRenew, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: res.Record.Revision, Renewal: true})
-		default:
-			m.lost(&out, res.Record)
-		}
-
-	case stepRelease:
-		switch {
-		case res.Err == nil:
-			m.to(StateReleased)
-			out.Events = append(out.Events, Event{Kind: EventReleased, Revision: op.Revision})
-		case conflict:
-			m.issue(&out, now, stepReleaseRead, Op{Kind: OpRead})
-		default:
-			m.to(StateReleased)
-			out.Events = append(out.Events, Event{Kind: EventReleaseFailed, Revision: op.Revision, Err: res.Err})
-		}
-
-	case stepPublish:
-		m.unpublished = res.Err != nil
-		if res.Err != nil {
-			// Contenders judge us by their own period meanwhile; try again after the
-			// next renewal.
-			out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, res.Err)})
-		}
-		if m.taking && !m.releasing {
-			m.to(StateServing)
-		}
-
-	case stepReleaseRead:
-		switch {
-		case res.Err != nil:
-			m.to(StateReleased)
-			out.Events = append(out.Events, Event{Kind: EventReleaseFailed, Revision: m.rev, Err: res.Err})
-		case !res.Record.Free() && res.Record.Holder == m.cfg.Me && m.releaseAttempts < maxReleaseAttempts:
-			m.rev = res.Record.Revision
-		default:
-			// Free, or another engine's: never delete it.
-			m.to(StateReleased)
-			out.Events = append(out.Events, Event{Kind: EventReleaseSkipped, Holder: res.Record.Holder, Revision: res.Record.Revision})
-		}
-	}
-	m.evaluate(&out, now)
-	return out
-}
-
-// decide acts on a record read while claiming or standing by.
-func (m *Machine) decide(out *Output, now time.Time, rec Record) {
-	switch {
-	case rec.Free():
-		m.issue(out, now, stepCreate, Op{Kind: OpCreate, Holder: m.cfg.Me})
-	case rec.Holder == m.cfg.Me:
-		// A create or takeover whose reply was lost did land: it holds since it was sent.
-		out.Events = append(out.Events, Event{Kind: EventAcquired, Revision: rec.Revision})
-		m.take(out, now, m.takeSent, rec.Revision)
-	case m.observing:
-		m.consider(out, now, rec)
-	case m.cfg.mayStandBy(rec.Holder):
-		m.see(now, rec)
-		m.observing = true
-		m.deadline = now.Add(m.cfg.StandbyTimeout)
-		m.to(StateStandby)
-		out.Events = append(out.Events, Event{Kind: EventStandingBy, Holder: rec.Holder, Revision: rec.Revision})
-	default:
-		// Same rollout or none: watch the holder for one lease period (its own, if
-		// longer).
-		m.see(now, rec)
-		m.observing = true
-	}
-}
-
-// consider acts on a record while watching a holder (claim wait or standby).
-func (m *Machine) consider(out *Output, now time.Time, rec Record) {
-	switch {
-	case rec.Free():
-		m.issue(out, now, stepCreate, Op{Kind: OpCreate, Holder: m.cfg.Me})
-	case rec.Revision == m.seen.Revision:
-		// Nothing new; the silence goes on.
-	case rec.Holder == m.cfg.Me:
-		m.decide(out, now, rec)
-	case m.state == StateStandby && rec.Holder.RolloutID == m.cfg.Me.RolloutID:
-		// An engine of our own rollout got there first.
-		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
-	case m.state == StateStandby:
-		m.see(now, rec)
-	case rec.Holder == m.seen.Holder:
-		// The holder renewed: it is alive.
-		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})
-	default:
-		// Another holder replaced the one we watched: decide afresh.
-		m.observing = false
-		m.decide(out, now, rec)
-	}
-}
-
-// evaluate runs what the deadlines call for, when nothing is in flight.
-func (m *Machine) evaluate(out *Output, now time.Time) {
-	if m.state == StateServing && !now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
-		m.to(StateFenced)
-		out.Events = append(out.Events, Event{Kind: EventFenced, Revision: m.rev})
-	}
-	if m.inflight != nil || m.state.Terminal() || out.Err != nil {
-		return
-	}
-	switch {
-	case m.releasing && m.holding():
-		m.releaseAttempts++
-		m.issue(out, now, stepRelease, Op{Kind: OpDelete, Revision: m.rev})
-	case m.releasing:
-		m.to(StateReleased)
-		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
-	case m.holding() && m.evict:
-		// What the watch showed may already be out of date: read, and go on by the
-		// rules of a renewal conflict (free: create it again; ours: renew; another's:
-		// lost).
-		m.issue(out, now, stepRenewRead, Op{Kind: OpRead, Renewal: true})
-	case m.holding():
-		if !now.Before(m.nextRenew) {
-			m.issue(out, now, stepRenew, Op{Kind: OpUpdate, Holder: m.cfg.Me, Revision: m.rev, Renewal: true})
-		}
-	case !m.retryAt.IsZero():
-		if !now.Before(m.retryAt) {
-			m.retryAt = time.Time{}
-			m.issue(out, now, stepClaimRead, Op{Kind: OpRead})
-		}
-	case m.observing:
-		if !now.Before(m.takeoverAt()) {
-			// Watchers can be blind for a while after a reconnect: re-read before the CAS.
-			m.issue(out, now, stepTakeoverRead, Op{Kind: OpRead})
-		} else if m.state == StateStandby && !now.Before(m.deadline) {
-			m.fail(out, Event{Kind: EventStandbyTimedOut, Holder: m.seen.Holder, Revision: m.seen.Revision},
-				&StandbyTimeoutError{Holder: m.seen.Holder, Timeout: m.cfg.StandbyTimeout})
-		}
-	}
-}
-
-func (m *Machine) issue(out *Output, now time.Time, st step, op Op) {
-	m.issueAt(out, now, now, st, op)
-}
-
-// issueAt issues op recording sent as its send time: a renewal's re-read and the
-// write that follows count from when the renewal itself was sent.
-func (m *Machine) issueAt(out *Output, now, sent time.Time, st step, op Op) {
-	m.nextID++
-	op.ID = m.nextID
-	op.Timeout = m.cfg.RenewEvery()
-	if op.Kind == OpPublish {
-		// A publish must not hold up serving, or the renewal after it, for long.
-		op.Timeout /= 4
-	}
-	m.inflight, m.step, m.sentAt = &op, st, sent
-	switch {
-	case st == stepRenew && sent.Equal(now):
-		m.nextRenew = now.Add(m.cfg.RenewEvery())
-	case st == stepCreate || st == stepTakeover:
-		m.takeSent = sent
-	case st == stepRenewRead:
-		// Sent after the eviction was seen: its answer includes it.
-		m.evict = false
-	}
-	out.Op = &op
-}
-
-func (m *Machine) storeError(out *Output, now time.Time, op Op, err error) {
-	out.Events = append(out.Events, Event{Kind: EventStoreError, Err: fmt.Errorf("%s: %w", op, err)})
-	m.retryAt = now.Add(m.cfg.RenewEvery())
-}
-
-// take makes the lease ours at rev, written by a call sent at sent: liveness counts
-// from then, not from when we learnt of it. We publish our lease period before we
-// serve, so a contender with a shorter one never judges us by it; whatever the
-// publish's outcome, we then serve. While releasing we only hold it to delete it.
-func (m *Machine) take(out *Output, now, sent time.Time, rev uint64) {
-	m.rev = rev
-	m.lastOK = sent
-	m.nextRenew = sent.Add(m.cfg.RenewEvery())
-	m.observing = false
-	m.retryAt = time.Time{}
-	m.seen, m.seenLease = Record{}, 0
-	m.taking = true
-	if !m.releasing {
-		m.issue(out, now, stepPublish, m.publishOp())
-	}
-}
-
-func (m *Machine) publishOp() Op {
-	return Op{Kind: OpPublish, Period: Period{InstanceID: m.cfg.Me.InstanceID, Lease: m.cfg.Lease}, Renewal: true}
-}
-
-// republish retries a publish that failed, after a successful renewal, when it fits
-// before the next renewal is due.
-func (m *Machine) republish(out *Output, now time.Time) {
-	if !m.unpublished || m.state != StateServing || m.releasing || m.inflight != nil {
-		return
-	}
-	if now.Add(m.cfg.RenewEvery() / 4).After(m.nextRenew) {
-		return
-	}
-	m.issue(out, now, stepPublish, m.publishOp())
-}
-
-// see starts timing rec's silence from now. A watch record carries no period: the one
-// known for the same engine is kept, as an engine's period never changes.
-func (m *Machine) see(now time.Time, rec Record) {
-	if !rec.Holder.Known() || rec.Holder.InstanceID != m.seen.Holder.InstanceID {
-		m.seenLease = 0
-	}
-	m.seen, m.seenAt = rec, now
-	m.learnLease(rec)
-}
-
-// learnLease keeps the period the holder we watch published, when rec (a read) has it.
-func (m *Machine) learnLease(rec Record) {
-	if l := rec.HolderLease(); l != 0 && rec.Holder.InstanceID == m.seen.Holder.InstanceID {
-		m.seenLease = l
-	}
-}
-
-// own acts on a record the watch delivered while we hold the lease. Our own writes are
-// not news (a renewal whose reply is still on its way), nor is anything older than our
-// revision (a late delivery, a watch restarted). Anything else (a delete, a purge, a
-// value naming another engine or none) is an eviction: we stop serving at once, before
-// a renewal could notice, and a read decides what follows.
-func (m *Machine) own(out *Output, rec Record) {
-	switch {
-	case !rec.Free() && (rec.Holder == m.cfg.Me || rec.Revision <= m.rev):
-		return
-	case rec.Free() && rec.Freed != 0 && rec.Freed <= m.rev:
-		return
-	}
-	if !m.evicted {
-		m.evicted = true
-		out.Events = append(out.Events, Event{Kind: EventEvicted, Holder: rec.Holder, Revision: max(rec.Revision, rec.Freed)})
-	}
-	m.evict = true
-	if m.state != StateFenced {
-		m.to(StateFenced)
-	}
-}
-
-func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
-	m.rev = rev
-	if sent.After(m.lastOK) {
-		m.lastOK = sent
-	}
-	out.Events = append(out.Events, Event{Kind: EventRenewed, Revision: rev})
-	// A success that arrives after its own fence deadline proves nothing about now, nor
-	// does one sent before an eviction that no read has looked at since.
-	if m.state == StateFenced && !m.evict && now.Before(m.lastOK.Add(m.cfg.FenceAfter())) {
-		m.to(StateServing)
-		out.Events = append(out.Events, Event{Kind: EventRestored, Revision: rev})
-	}
-}
-
-// renewFailed records a renewal of unknown outcome. The next attempt comes sooner than
-// a full period: a reply lost to a blip should not cost the lease/2 fencing margin.
-func (m *Machine) renewFailed(out *Output, now time.Time, err error) {
-	out.Events = append(out.Events, Event{Kind: EventRenewFailed, Revision: m.rev, Err: err})
-	if retry := now.Add(m.cfg.RenewEvery() / 4); retry.Before(m.nextRenew) {
-		m.nextRenew = retry
-	}
-}
-
-func (m *Machine) lost(out *Output, rec Record) {
-	m.to(StateLost)
-	out.Events = append(out.Events, Event{Kind: EventLost, Holder: rec.Holder, Revision: rec.Revision})
-}
-
-func (m *Machine) fail(out *Output, ev Event, err error) {
-	m.err = err
-	m.observing = false
-	m.seen = Record{}
-	m.to(StateIdle)
-	out.Events = append(out.Events, ev)
-	out.Err = err
-}
-
-func (m *Machine) to(s State) {
-	m.state = s
-	switch {
-	case s == StateServing:
-		m.taking, m.evicted = false, false
-	case s == StateFenced:
-		m.taking = false
-	case s.Terminal():
-		m.taking = false
-		m.observing = false
-		m.retryAt = time.Time{}
-	}
+	})
 }

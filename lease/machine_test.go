@@ -46,26 +46,37 @@ func newSim(t *testing.T, store *MemStore, me Holder) *sim {
 
 func newSimWith(t *testing.T, store *MemStore, cfg Config) *sim {
 	t.Helper()
+	return &sim{t: t, m: newMachine(t, cfg), store: store, now: t0, seenRev: ^uint64(0)}
+}
+
+// newMachine is the test hook on the transition table: a test fails if its machine
+// ever made a move the table does not allow, or broke one of its invariants.
+func newMachine(t *testing.T, cfg Config) *Machine {
+	t.Helper()
 	m, err := NewMachine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sim{t: t, m: m, store: store, now: t0, seenRev: ^uint64(0)}
+	t.Cleanup(func() {
+		if n, err := m.Illegal(); n != 0 {
+			t.Errorf("%d illegal transitions; the last: %v", n, err)
+		}
+	})
+	return m
 }
 
 func (s *sim) apply(out Output) {
-	for out.Op != nil || len(out.Events) > 0 || out.Err != nil {
+	for {
 		for _, e := range out.Events {
 			s.log = append(s.log, e.Kind.String())
 		}
-		if out.Err != nil {
-			s.err = out.Err
+		if out.Role.Kind == RoleClaimFailed {
+			s.err = out.Role.Err
 		}
-		op := out.Op
-		out = Output{}
-		if op != nil {
-			out = s.m.Done(s.now, s.run(*op))
+		if out.Op == nil {
+			return
 		}
+		out = s.m.Done(s.now, s.run(*out.Op))
 	}
 }
 
@@ -455,10 +466,7 @@ func TestReleaseRereadsOnConflictAndNeverDeletesAnother(t *testing.T) {
 }
 
 func TestStaleResultsAreIgnored(t *testing.T) {
-	m, err := NewMachine(Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(t, Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby})
 	out := m.Start(t0)
 	if out.Op == nil || out.Op.Kind != OpRead {
 		t.Fatalf("Start = %+v, want a read", out)

@@ -3,27 +3,36 @@ package lease
 import (
 	"context"
 	"sync"
+
+	"github.com/abi-engine/engine/internal/notify"
 )
 
 // MemStore is a Store in memory, for tests and for engines that share one process.
 // Like a KV store it counts every write, a delete included, in one revision sequence.
 type MemStore struct {
-	mu      sync.Mutex
-	rec     Record // as a watch delivers it: a free record carries Freed
-	period  Period
-	seq     uint64
-	changed chan struct{} // closed and replaced on every write of the record
+	mu     sync.Mutex
+	rec    Record // as a watch delivers it: a free record carries Freed
+	period Period
+	seq    uint64
+	// pub is the record and its write sequence, published on every write for the
+	// watches, which never take mu.
+	pub *notify.Value[memWrite]
+}
+
+type memWrite struct {
+	rec Record
+	seq uint64
 }
 
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{changed: make(chan struct{})} }
+func NewMemStore() *MemStore { return &MemStore{pub: notify.New(memWrite{})} }
 
+// write records r as the write numbered m.seq; m.mu is held.
 func (m *MemStore) write(r Record) {
 	m.rec = r
-	close(m.changed)
-	m.changed = make(chan struct{})
+	m.pub.Store(memWrite{rec: r, seq: m.seq})
 }
 
 // Read implements Store.
@@ -109,11 +118,7 @@ func (m *MemStore) Put(h Holder) uint64 {
 
 // watched is the record as a watch delivers it: a free one carries Freed, none carries
 // the period.
-func (m *MemStore) watched() Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.rec
-}
+func (m *MemStore) watched() Record { return m.pub.Load().rec }
 
 // Watch implements Store.
 func (m *MemStore) Watch(ctx context.Context) (Watcher, error) {
@@ -145,14 +150,11 @@ func (w *memWatcher) run(ctx context.Context, m *MemStore) {
 	var last uint64
 	first := true
 	for {
-		m.mu.Lock()
-		rec, changed := m.rec, m.changed
-		seq := m.seq
-		m.mu.Unlock()
-		if first || seq != last {
-			first, last = false, seq
+		cur, changed := m.pub.Watch()
+		if first || cur.seq != last {
+			first, last = false, cur.seq
 			select {
-			case w.updates <- rec:
+			case w.updates <- cur.rec:
 			case <-ctx.Done():
 				return
 			}

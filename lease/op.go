@@ -33,17 +33,37 @@ func (k OpKind) String() string {
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
 
+// Purpose is what a store call is for. Drivers may run calls of different purposes on
+// different workers; the machine only says what each is for.
+type Purpose uint8
+
+const (
+	PurposeClaim   Purpose = iota + 1 // take the lease: the reads, creates and takeovers of a claim or a standby
+	PurposeRenewal                    // keep the lease we hold: renewals, the reads and creates after a conflict or an eviction, publishing our period
+	PurposeRelease                    // give it up: the delete and the reads after it conflicts
+)
+
+func (p Purpose) String() string {
+	switch p {
+	case PurposeClaim:
+		return "claim"
+	case PurposeRenewal:
+		return "renewal"
+	case PurposeRelease:
+		return "release"
+	}
+	return fmt.Sprintf("Purpose(%d)", uint8(p))
+}
+
 // Op is a store call the driver must run and report with Done.
 type Op struct {
 	ID       uint64 // echo it in the Result
 	Kind     OpKind
+	Purpose  Purpose
 	Holder   Holder        // create, update
 	Revision uint64        // update, delete
 	Period   Period        // publish
 	Timeout  time.Duration // cut the call off after this
-	// Renewal marks calls that keep a held lease (renewals and their re-reads); the
-	// renewer runs them, everything else runs on the ownership actor's worker.
-	Renewal bool
 }
 
 func (o Op) String() string {
@@ -61,13 +81,4 @@ type Result struct {
 	Rev    uint64 // create, update
 	Record Record // read
 	Err    error
-}
-
-// Output is what one step asks of the driver.
-type Output struct {
-	Op     *Op     // run it now; nil: nothing to run
-	Events []Event // log and count each, in order
-	// Err ends a claim (state back to idle): *AlreadyServingError or
-	// *StandbyTimeoutError. The driver reports it and stops.
-	Err error
 }

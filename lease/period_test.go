@@ -65,10 +65,7 @@ func TestHolderLeaseNamesTheHolderOnly(t *testing.T) {
 // A holder publishes its lease period when it takes the lease, before it serves.
 func TestHolderPublishesItsPeriodBeforeServing(t *testing.T) {
 	store := NewMemStore()
-	m, err := NewMachine(Config{Me: holder("me", ""), Lease: longLease, StandbyTimeout: standby})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(t, Config{Me: holder("me", ""), Lease: longLease, StandbyTimeout: standby})
 	out := m.Start(t0)
 	out = m.Done(t0, Result{ID: out.Op.ID}) // read: free
 	if out.Op == nil || out.Op.Kind != OpCreate {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Record is the lease as a Store holds it. Revision 0 means the lease is free (no key,
@@ -67,33 +66,4 @@ type Watcher interface {
 	Updates() <-chan Record
 	// Stop ends the watch and waits for its goroutines.
 	Stop()
-}
-
-// WaitForChange returns as soon as the lease is no longer at revision rev (0: free),
-// with the record as it then is. After timeout it returns the current record, read
-// again.
-func WaitForChange(ctx context.Context, s Store, rev uint64, timeout time.Duration) (Record, error) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	w, err := s.Watch(wctx)
-	if err != nil {
-		return Record{}, err
-	}
-	defer w.Stop()
-	for {
-		select {
-		case r, ok := <-w.Updates():
-			if ok && r.Revision != rev {
-				return r, nil
-			}
-			if ok {
-				continue
-			}
-		case <-wctx.Done():
-		}
-		if err := ctx.Err(); err != nil {
-			return Record{}, err
-		}
-		return s.Read(ctx)
-	}
 }
