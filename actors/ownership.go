@@ -145,9 +145,6 @@ func (o *Ownership) Config() lease.Config { return o.core.cfg.Lease }
 // Gate is the gate the ownership moves.
 func (o *Ownership) Gate() *lease.Gate { return o.core.gate }
 
-// Config is the lease configuration the ownership runs with.
-func (o *Ownership) Config() lease.Config { return o.core.cfg.Lease }
-
 // Status is the current snapshot.
 func (o *Ownership) Status() Status { return o.core.status.Load() }
 
