@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,7 +237,12 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 	case Release:
 		a.apply(c, k.machine.Release(time.Now()))
 	case Subscribe:
-		k.subs = append(k.subs, m.PID)
+		// A subscriber that subscribes again (a root restarted after a panic does, to
+		// learn the current role) is told the role, not added twice: every broadcast
+		// would otherwise reach it once per restart.
+		if !slices.ContainsFunc(k.subs, m.PID.Equals) {
+			k.subs = append(k.subs, m.PID)
+		}
 		if r := k.machine.Role(); r.Kind != lease.RoleNone {
 			c.Send(m.PID, roleMessage(r))
 		}

@@ -435,6 +435,39 @@ func TestSubscribeGetsTheCurrentRole(t *testing.T) {
 	})
 }
 
+// A subscriber that subscribes again, as a root restarted after a panic does, is told
+// the current role each time but receives every later broadcast once, not once per
+// subscription.
+func TestSubscribingAgainDoesNotDuplicateBroadcasts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := lease.NewMemStore()
+		a := startNode(t, store, leasetest.Holder("a", ""))
+		a.waitState(lease.StateServing, time.Second)
+		var mu sync.Mutex
+		released := 0
+		sub := a.e.SpawnFunc(func(c *actor.Context) {
+			if _, ok := c.Message().(Released); ok {
+				mu.Lock()
+				released++
+				mu.Unlock()
+			}
+		}, "resubscriber")
+		defer func() { <-a.e.Poison(sub).Done() }()
+		for range 3 {
+			a.e.Send(a.o.PID(), Subscribe{PID: sub})
+		}
+		if _, err := a.o.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if released != 1 {
+			t.Fatalf("Released reached a subscriber that subscribed 3 times %d times, want 1", released)
+		}
+	})
+}
+
 // A tick that arrives after the release (a timer that fired late) leaves the draining
 // gate open: the calls already received are still answered.
 func TestLateTickKeepsTheDrainingGateOpen(t *testing.T) {
