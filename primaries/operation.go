@@ -136,3 +136,18 @@ func article(value string) string {
 		return "a " + value
 	}
 }
+
+// ReadOnly marks op as an operation that changes nothing (a read). When the engine
+// stops it while it runs (a fence, the drain deadline), nothing it did can have taken
+// effect, so it is answered UNAVAILABLE retryable, and the SDK sends it again to the
+// engine that serves, instead of "it may have taken effect". Mark only what never
+// writes: a call marked read-only that writes could be run twice.
+func ReadOnly(op Operation) Operation {
+	return func(ctx context.Context, data []byte) ([]byte, error) {
+		out, err := op(ctx, data)
+		if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return nil, protocol.Refused("%v before the read returned; a read changes nothing, so resend it", context.Cause(ctx))
+		}
+		return out, err
+	}
+}

@@ -154,6 +154,32 @@ func TestDrainDeadlineCancelsRunningCalls(t *testing.T) {
 	expect[actors.Down](h)
 }
 
+// A read-only operation stopped while it runs changed nothing: its caller gets a
+// retryable UNAVAILABLE and resends it, where a write stopped the same way is answered
+// "it may have taken effect".
+func TestStoppedReadIsRetryable(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, client := natstest.Connect(t, srv.URL()), natstest.Connect(t, srv.URL())
+	g := newGated("old")
+	svc := g.service()
+	svc.Operations["work"] = ReadOnly(svc.Operations["work"])
+	p := newPrimary(t, nc, svc, "engine-a", 1, alwaysValid)
+	h := newHarness(t)
+	pid := h.engine.Spawn(p.Producer(), "primary", actor.WithID("test_svc"))
+	t.Cleanup(func() { h.poison(pid) })
+	h.send(pid, actors.Serve{})
+	expect[actors.Accepting](h)
+
+	running := callAsync(client, "work", "1")
+	recv(t, g.started, "the read to start")
+	h.send(pid, actors.Stop{})
+	expect[actors.Down](h)
+	r := recv(t, running, "the stopped read")
+	if r.werr == nil || r.werr.Code != protocol.Unavailable || !r.werr.Retryable {
+		t.Fatalf("a read stopped while it ran answered %+v; want UNAVAILABLE retryable", r)
+	}
+}
+
 // Stop cancels running calls at once, and the next request gets "no responders".
 func TestStopCancelsAtOnce(t *testing.T) {
 	srv := natstest.Start(t)

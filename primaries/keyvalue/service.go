@@ -16,12 +16,12 @@ func Service(store Store) primaries.Service {
 		Name:        protocol.KeyValue,
 		Description: "abi-engine keyvalue: byte values under UTF-8 keys, with optional TTL",
 		Operations: map[string]primaries.Operation{
-			protocol.OpGet:                  primaries.Handle(h.get),
+			protocol.OpGet:                  primaries.ReadOnly(primaries.Handle(h.get)),
 			protocol.OpSet:                  primaries.Handle(h.set),
 			protocol.OpSetIfNotExists:       primaries.Handle(h.setIfNotExists),
 			protocol.OpDelete:               primaries.Handle(h.delete),
 			protocol.OpDeleteIfValueMatches: primaries.Handle(h.deleteIfValueMatches),
-			protocol.OpExists:               primaries.Handle(h.exists),
+			protocol.OpExists:               primaries.ReadOnly(primaries.Handle(h.exists)),
 		},
 	}
 }

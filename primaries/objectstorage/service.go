@@ -23,10 +23,10 @@ func Service(store Store) primaries.Service {
 		Description: "abi-engine object_storage: objects by prefix and key",
 		Operations: map[string]primaries.Operation{
 			protocol.OpPutObject:         primaries.Handle(h.put),
-			protocol.OpGetObject:         primaries.Handle(h.get),
+			protocol.OpGetObject:         primaries.ReadOnly(primaries.Handle(h.get)),
 			protocol.OpDeleteObject:      primaries.Handle(h.delete),
-			protocol.OpListObjects:       primaries.Handle(h.list),
-			protocol.OpGetObjectMetadata: primaries.Handle(h.metadata),
+			protocol.OpListObjects:       primaries.ReadOnly(primaries.Handle(h.list)),
+			protocol.OpGetObjectMetadata: primaries.ReadOnly(primaries.Handle(h.metadata)),
 		},
 	}
 }
