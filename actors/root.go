@@ -30,6 +30,7 @@ const (
 	PhaseDrain          // shared subscriptions end; received calls and sessions finish
 	PhaseSessions       // the second wait for sessions
 	PhaseStop           // everything left is stopped
+	PhaseDrained        // the epoch record is marked drained
 	PhaseDone           // the handover is over: Ended is closed
 )
 
@@ -40,6 +41,7 @@ var phaseNames = [...]string{
 	PhaseDrain:    "drain",
 	PhaseSessions: "sessions",
 	PhaseStop:     "stop",
+	PhaseDrained:  "drained",
 	PhaseDone:     "done",
 }
 
@@ -107,6 +109,7 @@ type cascade struct {
 	up        bool        // every member confirmed the current period's Serve
 	upWaiting map[string]bool
 	served    uint64 // serving periods confirmed so far
+	epoch     uint64 // the epoch the members were last told to serve under
 
 	ended bool
 	err   error
@@ -122,6 +125,7 @@ type rootView struct {
 	state  lease.State
 	up     bool
 	served uint64
+	epoch  uint64
 	ended  bool
 	err    error
 }
@@ -186,6 +190,10 @@ func (r *Root) Handover(ctx context.Context) error {
 	}
 }
 
+// Epoch is the epoch the members were last told to serve under (0 before the first
+// Serve).
+func (r *Root) Epoch() uint64 { return r.view.Load().epoch }
+
 // WaitServing waits until every member and the jobs host have confirmed the last
 // Serve: the engine takes calls.
 func (r *Root) WaitServing(ctx context.Context) error {
@@ -244,7 +252,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 			a.st.sessCancel() // Close waits for it
 		}
 		return
-	case Serving, StandingBy, Fenced, Lost, Released, ClaimFailed:
+	case Serving, EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed:
 		a.roleChanged(c, m)
 	case Accepting:
 		if m.On {
@@ -255,9 +263,9 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case retryServe:
 		delete(a.retries, m.to.String())
 		if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
-			c.Send(m.to, Serve{})
+			c.Send(m.to, Serve{Epoch: a.st.epoch})
 		}
-	case Handover, Drained, Down, phaseDeadline, sessionsDone:
+	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone:
 		a.handover(c, m)
 	}
 	a.publish()
@@ -278,10 +286,14 @@ func (a *rootActor) Restart(c *actor.Context) {
 // roleChanged relays a role change of the ownership to the members. It is the root's
 // part of serving and of the fencing cascade (docs/architecture.md, cascade 2):
 //
-//	Serving      → Serve to every member and the jobs host; waits for Accepting{On: true}
-//	               from each (ServeFailed: Serve again after serveRetry), then State is
-//	               serving. Serving{Restored} after a fence is the same. Ignored once a
-//	               handover has begun.
+//	Serving      → Serve{Epoch} to every member and the jobs host; waits for
+//	               Accepting{On: true} from each (ServeFailed: Serve again after
+//	               serveRetry), then State is serving. Serving{Restored} after a fence is
+//	               the same. Ignored once a handover has begun.
+//	EpochChanged → Serve{Epoch} again to every member and the jobs host, serving already:
+//	               each adopts the new epoch and confirms it, as for Serving (State
+//	               stays serving meanwhile). Ignored unless serving, and once a handover
+//	               has begun.
 //	StandingBy   → nothing to tell; State is standby.
 //	Fenced       → Stop to every member and the jobs host, at once; no reply awaited.
 //	Lost         → Stop to every member and the jobs host; the engine ends with a
@@ -295,9 +307,18 @@ func (a *rootActor) roleChanged(c *actor.Context, msg any) {
 		if st.phase != PhaseRelaying {
 			return
 		}
-		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Bool("restored", m.Restored))
+		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Uint64("epoch", m.Epoch), zap.Bool("restored", m.Restored))
+		st.epoch = m.Epoch
 		a.expectUp()
-		a.fanOut(c, Serve{}, true)
+		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
+	case EpochChanged:
+		if st.phase != PhaseRelaying || (!st.up && st.upWaiting == nil) {
+			return
+		}
+		a.r.log.Info("serving under a new epoch", zap.Uint64("epoch", m.Epoch))
+		st.epoch = m.Epoch
+		a.expectUp()
+		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
 	case StandingBy:
 		st.state = lease.StateStandby
 	case Fenced:
@@ -391,6 +412,8 @@ func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
 //	                                                          (the drain deadline)
 //	stop      Stop → every member and the jobs host           waits for Down from each
 //	                                                          (stopBound)
+//	drained   MarkDrained → ownership (the epoch record       waits for DrainMarked
+//	          says drained: a successor bumps at once)        (two renewal periods)
 //	done      Ended closes; Err is nil.
 func (a *rootActor) handover(c *actor.Context, msg any) {
 	st := a.st
@@ -417,6 +440,10 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 		}
 	case Down:
 		if st.phase != PhaseStop || !a.answered(m.From) {
+			return
+		}
+	case DrainMarked:
+		if st.phase != PhaseDrained {
 			return
 		}
 	case phaseDeadline:
@@ -473,6 +500,12 @@ func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
 			return false
 		}
 		a.fanOut(c, Stop{}, true)
+		return true
+	case PhaseDrained:
+		// After the drain and sessions phases and the stop: nothing of ours runs any
+		// more, so the successor may fence our epoch now instead of at its drain_seconds.
+		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
+		c.Send(r.cfg.Ownership.PID(), MarkDrained{})
 		return true
 	default:
 		a.enter(c, PhaseDone, time.Time{})
@@ -537,11 +570,11 @@ func (a *rootActor) end(err error) {
 // publish puts the cascade where the handles read it.
 func (a *rootActor) publish() {
 	st := a.st
-	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, ended: st.ended, err: st.err}
+	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, epoch: st.epoch, ended: st.ended, err: st.err}
 	a.r.view.Update(func(old rootView) (rootView, bool) {
 		// err is set once, with ended; errors need not be comparable.
 		return v, v.phase != old.phase || v.state != old.state || v.up != old.up ||
-			v.served != old.served || v.ended != old.ended
+			v.served != old.served || v.epoch != old.epoch || v.ended != old.ended
 	})
 }
 
