@@ -158,7 +158,7 @@ const maxReleaseAttempts = 3
 //	                          Done epoch read: another engine drains it (defer) → holding
 //	                          Done epoch write: ok                            → holding
 //	                          Done epoch write: conflict, < 3 writes (read)   → settling-epoch
-//	                          Done epoch call: unknown, or a third conflict   → fenced
+//	                          Done epoch call: unknown, a third conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing-claim
 //
@@ -166,7 +166,7 @@ const maxReleaseAttempts = 3
 //	                          Done epoch read: another engine drains it (defer) → holding
 //	                          Done epoch write: ok                            → holding
 //	                          Done epoch write: conflict, < 3 writes (read)   → standby-settling-epoch
-//	                          Done epoch call: unknown, or a third conflict   → fenced
+//	                          Done epoch call: unknown, a third conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing-claim
 //
@@ -209,7 +209,7 @@ const maxReleaseAttempts = 3
 //	                          Done epoch read: our write landed               → holding
 //	                          Done epoch write: ok                            → holding
 //	                          Done epoch write: conflict, < 3 writes (read)   → advancing-epoch
-//	                          Done epoch call: unknown, or a third conflict (later) → holding
+//	                          Done epoch call: unknown, a third conflict, or the fence passed (later) → holding
 //	                          Deadline fence due                              → fenced-settling-epoch
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing
@@ -250,7 +250,7 @@ const maxReleaseAttempts = 3
 //	                          Done epoch read: our write landed               → holding
 //	                          Done epoch write: ok                            → holding
 //	                          Done epoch write: conflict, < 3 writes (read)   → fenced-settling-epoch
-//	                          Done epoch call: unknown, or a third conflict   → fenced
+//	                          Done epoch call: unknown, a third conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → fenced-releasing
 //

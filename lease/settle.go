@@ -89,6 +89,13 @@ func (m *Machine) epochDone(out *Output, now time.Time, d done) {
 			m.deferTo(out, rec)
 			m.settled(out, now)
 		default:
+			if !now.Before(m.fenceAt()) {
+				// A bump is written only while the lease is surely ours: past the fence a
+				// successor may hold it, and a bump of ours would pass its epoch.
+				m.epochFailed(out, now, fmt.Errorf("%s: not bumped: the fence passed (no renewal for %s)",
+					d.op, m.cfg.FenceAfter()))
+				return
+			}
 			m.epochRec = rec
 			m.epochWrites++
 			m.tried = epoch

@@ -165,7 +165,7 @@ var transitions = []transition{
 	{settlingEpoch, InputDone, "epoch read: another engine drains it (defer)", holding},
 	{settlingEpoch, InputDone, "epoch write: ok", holding},
 	{settlingEpoch, InputDone, "epoch write: conflict, < 3 writes (read)", settlingEpoch},
-	{settlingEpoch, InputDone, "epoch call: unknown, or a third conflict", fenced},
+	{settlingEpoch, InputDone, "epoch call: unknown, a third conflict, or the fence passed", fenced},
 	{settlingEpoch, InputObserve, "a write not ours", evicted},
 	{settlingEpoch, InputRelease, "", releasingClaim},
 
@@ -173,7 +173,7 @@ var transitions = []transition{
 	{standbySettlingEpoch, InputDone, "epoch read: another engine drains it (defer)", holding},
 	{standbySettlingEpoch, InputDone, "epoch write: ok", holding},
 	{standbySettlingEpoch, InputDone, "epoch write: conflict, < 3 writes (read)", standbySettlingEpoch},
-	{standbySettlingEpoch, InputDone, "epoch call: unknown, or a third conflict", fenced},
+	{standbySettlingEpoch, InputDone, "epoch call: unknown, a third conflict, or the fence passed", fenced},
 	{standbySettlingEpoch, InputObserve, "a write not ours", evicted},
 	{standbySettlingEpoch, InputRelease, "", releasingClaim},
 
@@ -216,7 +216,7 @@ var transitions = []transition{
 	{advancingEpoch, InputDone, "epoch read: our write landed", holding},
 	{advancingEpoch, InputDone, "epoch write: ok", holding},
 	{advancingEpoch, InputDone, "epoch write: conflict, < 3 writes (read)", advancingEpoch},
-	{advancingEpoch, InputDone, "epoch call: unknown, or a third conflict (later)", holding},
+	{advancingEpoch, InputDone, "epoch call: unknown, a third conflict, or the fence passed (later)", holding},
 	{advancingEpoch, InputDeadline, "fence due", fencedSettlingEpoch},
 	{advancingEpoch, InputObserve, "a write not ours", evicted},
 	{advancingEpoch, InputRelease, "", releasing},
@@ -257,7 +257,7 @@ var transitions = []transition{
 	{fencedSettlingEpoch, InputDone, "epoch read: our write landed", holding},
 	{fencedSettlingEpoch, InputDone, "epoch write: ok", holding},
 	{fencedSettlingEpoch, InputDone, "epoch write: conflict, < 3 writes (read)", fencedSettlingEpoch},
-	{fencedSettlingEpoch, InputDone, "epoch call: unknown, or a third conflict", fenced},
+	{fencedSettlingEpoch, InputDone, "epoch call: unknown, a third conflict, or the fence passed", fenced},
 	{fencedSettlingEpoch, InputObserve, "a write not ours", evicted},
 	{fencedSettlingEpoch, InputRelease, "", fencedReleasing},
 
