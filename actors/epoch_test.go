@@ -228,6 +228,7 @@ func TestHandoverMarksTheEpochDrained(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- root.Handover(context.Background()) }()
 		b.waitState(lease.StateServing, time.Second)
+		synctest.Wait() // a's root hears of its release
 		if s := b.o.Status(); s.Epoch != 1 || root.Phase() != PhaseDrain {
 			t.Fatalf("during a's drain: b under epoch %d, a's phase %s; want 1, drain", s.Epoch, root.Phase())
 		}
