@@ -157,16 +157,16 @@ const maxReleaseAttempts = 3
 //	settling-epoch            Done epoch read: bump it (write the next)       → settling-epoch
 //	                          Done epoch read: another engine drains it (defer) → holding
 //	                          Done epoch write: ok                            → holding
-//	                          Done epoch write: conflict, < 3 writes (read)   → settling-epoch
-//	                          Done epoch call: unknown, a third conflict, or the fence passed → fenced
+//	                          Done epoch write: conflict, < 2 writes (read)   → settling-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing-claim
 //
 //	standby-settling-epoch    Done epoch read: bump it (write the next)       → standby-settling-epoch
 //	                          Done epoch read: another engine drains it (defer) → holding
 //	                          Done epoch write: ok                            → holding
-//	                          Done epoch write: conflict, < 3 writes (read)   → standby-settling-epoch
-//	                          Done epoch call: unknown, a third conflict, or the fence passed → fenced
+//	                          Done epoch write: conflict, < 2 writes (read)   → standby-settling-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing-claim
 //
@@ -208,8 +208,8 @@ const maxReleaseAttempts = 3
 //	                          Done epoch read: another engine drains it (defer) → holding
 //	                          Done epoch read: our write landed               → holding
 //	                          Done epoch write: ok                            → holding
-//	                          Done epoch write: conflict, < 3 writes (read)   → advancing-epoch
-//	                          Done epoch call: unknown, a third conflict, or the fence passed (later) → holding
+//	                          Done epoch write: conflict, < 2 writes (read)   → advancing-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed (later) → holding
 //	                          Deadline fence due                              → fenced-settling-epoch
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing
@@ -249,8 +249,8 @@ const maxReleaseAttempts = 3
 //	                          Done epoch read: another engine drains it (defer) → holding
 //	                          Done epoch read: our write landed               → holding
 //	                          Done epoch write: ok                            → holding
-//	                          Done epoch write: conflict, < 3 writes (read)   → fenced-settling-epoch
-//	                          Done epoch call: unknown, a third conflict, or the fence passed → fenced
+//	                          Done epoch write: conflict, < 2 writes (read)   → fenced-settling-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → fenced-releasing
 //

@@ -19,10 +19,12 @@ const (
 	epochDeferred                 // we serve under the epoch of an engine that drains; bump later
 )
 
-// maxEpochWrites bounds the compare-and-swaps of one settle (each conflict reads again);
-// maxMarks those of one mark.
+// maxEpochWrites bounds the compare-and-swaps of one settle (each conflict reads again),
+// so that a settle (each call cut off after lease/16) never holds a renewal up for long:
+// only a release's marks write the record besides the holder; maxMarks bounds those of
+// one mark.
 const (
-	maxEpochWrites = 3
+	maxEpochWrites = 2
 	maxMarks       = 2
 )
 

@@ -50,14 +50,13 @@ func epochRows(rows map[transition]scenario) {
 			recBy(3, fxOther, EpochServing), recBy(3, fxOld, EpochDrained), recBy(3, fxMe, EpochServing))
 		rows[key(s, InputDone, "epoch read: another engine drains it (defer)", holding)] = each(recBy(3, fxOld, EpochDraining))
 		rows[key(s, InputDone, "epoch write: ok", holding)] = after(s, readNone, ok)
-		rows[key(s, InputDone, "epoch write: conflict, < 3 writes (read)", s)] = join(
-			after(s, readNone, conflict), after(s, then(conflicts(1), readNone), conflict))
+		rows[key(s, InputDone, "epoch write: conflict, < 2 writes (read)", s)] = after(s, readNone, conflict)
 		late := func(f *fx) Output { f.now = f.m.fenceAt(); return none(f) }
-		failure := join(each(unknown, late), after(s, readNone, unknown), after(s, then(conflicts(2), readNone), conflict))
+		failure := join(each(unknown, late), after(s, readNone, unknown), after(s, then(conflicts(1), readNone), conflict))
 		if s == advancingEpoch {
-			rows[key(s, InputDone, "epoch call: unknown, a third conflict, or the fence passed (later)", holding)] = failure
+			rows[key(s, InputDone, "epoch call: unknown, a second conflict, or the fence passed (later)", holding)] = failure
 		} else {
-			rows[key(s, InputDone, "epoch call: unknown, a third conflict, or the fence passed", fenced)] = failure
+			rows[key(s, InputDone, "epoch call: unknown, a second conflict, or the fence passed", fenced)] = failure
 		}
 	}
 	// A write of ours whose reply was lost is found by the next settle's read.
