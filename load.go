@@ -75,6 +75,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 			Me:             e.me,
 			Lease:          e.cfg.NATS.Engine.Lease(),
 			StandbyTimeout: e.cfg.NATS.Engine.StandbyTimeout(),
+			Drain:          e.cfg.NATS.Engine.Drain(),
 		},
 		Logger:  e.log,
 		OnEvent: e.metrics.leaseEvent,

@@ -39,6 +39,7 @@ type metrics struct {
 var (
 	stateDesc    = prometheus.NewDesc("abi_engine_state", "1 for the engine's current state (idle, standby, serving, fenced, lost, released, client).", []string{"state"}, nil)
 	revisionDesc = prometheus.NewDesc("abi_engine_lease_revision", "The lease revision this engine holds (0 when it holds none).", nil, nil)
+	epochDesc    = prometheus.NewDesc("abi_engine_lease_epoch", "The epoch this engine holds: the fencing token its shared backends check, which changes only when ownership changes (0 when it holds none).", nil, nil)
 	inFlightDesc = prometheus.NewDesc("abi_engine_in_flight_calls", "Calls received and not yet answered, by service.", []string{"service"}, nil)
 	sessionsDesc = prometheus.NewDesc("abi_engine_open_sessions", "Open transfer and overflow sessions.", nil, nil)
 	clientDesc   = prometheus.NewDesc("abi_engine_client_calls_total", "Calls made by this engine's NATS clients (client role), by outcome.", []string{"outcome"}, nil)
@@ -136,7 +137,7 @@ func (m *metrics) watchServing(set *servingSet) {
 
 // Describe implements prometheus.Collector for the values read at scrape time.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, inFlightDesc, sessionsDesc, clientDesc, backendDesc} {
+	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, epochDesc, inFlightDesc, sessionsDesc, clientDesc, backendDesc} {
 		ch <- d
 	}
 }
@@ -151,7 +152,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, string(s))
 	}
-	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(m.e.status().Lease.Revision))
+	ls := m.e.status().Lease
+	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(ls.Revision))
+	ch <- prometheus.MustNewConstMetric(epochDesc, prometheus.GaugeValue, float64(ls.Epoch))
 	m.mu.Lock()
 	set := m.set
 	m.mu.Unlock()

@@ -48,8 +48,11 @@ type BackendStatus struct {
 
 // LeaseStatus is the lease as this engine knows it.
 type LeaseStatus struct {
-	Revision uint64        `json:"revision"`
-	Holder   *lease.Holder `json:"holder"` // null when free or unknown to this engine
+	Revision uint64 `json:"revision"`
+	// Epoch is the epoch this engine holds while the lease is its own (design §4.7);
+	// while it serves, the one it serves under. 0 when it holds none.
+	Epoch  uint64        `json:"epoch"`
+	Holder *lease.Holder `json:"holder"` // null when free or unknown to this engine
 }
 
 // State is where the engine stands, as /status, /readyz and the metrics say it: idle
@@ -102,13 +105,30 @@ func (e *Engine) status() Status {
 	}
 	if own != nil {
 		os := own.Status()
-		s.Lease.Revision = os.Revision
+		s.Lease.Revision, s.Lease.Epoch = os.Revision, os.Epoch
 		if os.Holder.Known() || os.Holder != (lease.Holder{}) {
 			h := os.Holder
 			s.Lease.Holder = &h
 		}
 	}
 	return s
+}
+
+// Epoch is the epoch the engine serves under (design §4.7, docs/architecture.md
+// "Epoch"): the fencing token that changes only when ownership changes, which every
+// shared backend checks at the commit of each write. An embedder's own services pass it
+// to their stores the same way. It is 0 while the engine does not serve.
+func (e *Engine) Epoch() uint64 {
+	if e.State() != StateServing {
+		return 0
+	}
+	e.mu.Lock()
+	own := e.ownership
+	e.mu.Unlock()
+	if own == nil {
+		return 0
+	}
+	return own.Status().Epoch
 }
 
 // Status is the engine's status for GET /status.

@@ -6,10 +6,11 @@
 //
 //	ownership            drives lease.Machine; runs claim and release calls on its worker;
 //	│                    broadcasts role changes (Serving, StandingBy, Fenced, Lost,
-//	│                    Released, ClaimFailed) to its subscribers
+//	│                    Released, ClaimFailed) and EpochChanged to its subscribers
 //	├── renewer          renewal timer (lease/4) and the renewal calls, each cut off after lease/4
 //	├── fencer           fence timer: lease/2 after the last successful renewal was sent
-//	└── contender        the watch of the lease key, the takeover and standby timers
+//	└── contender        the watch of the lease key (and of the epoch key while a bump is
+//	                     deferred), the takeover, standby and epoch timers
 //
 // The ownership actor only carries out what each step of the machine returns
 // (lease.Output: the store call, the watch, the timers, the gate, the role to

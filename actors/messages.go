@@ -16,8 +16,11 @@ import (
 // every role-obeying actor: each ServicePrimary, each TransferHost and the jobs host.
 // Each is answered, to the sender, with the matching reply below.
 
-// Serve tells an actor to start serving (subscribe, start jobs). Reply: Accepting.
-type Serve struct{}
+// Serve tells an actor to start serving (subscribe, start jobs) under Epoch, the
+// fencing token its shared backends adopt before it subscribes (design §4.7). A member
+// already serving that is told Serve with a higher epoch adopts it; the jobs host and
+// the transfer hosts ignore the epoch. Reply: Accepting.
+type Serve struct{ Epoch uint64 }
 
 // StopAccepting tells an actor to end its shared subscriptions at the broker and to finish
 // what it has already received, by Deadline at the latest. It replies Accepting{false}
@@ -49,11 +52,16 @@ type Down struct{ From *actor.PID }
 
 // Role changes the ownership actor broadcasts to its subscribers.
 type (
-	// Serving: this engine holds the lease; serve. Restored is true after fencing.
+	// Serving: this engine holds the lease; serve under Epoch. Restored is true after
+	// fencing.
 	Serving struct {
 		Revision uint64
 		Restored bool
+		Epoch    uint64
 	}
+	// EpochChanged: this engine, serving, took a new epoch (a deferred bump, a lease
+	// taken again); serve under it from now on.
+	EpochChanged struct{ Epoch uint64 }
 	// StandingBy: another rollout holds the lease; load, serve nothing, wait.
 	StandingBy struct{ Holder lease.Holder }
 	// Fenced: no renewal for lease/2; stop everything at once, keep renewing.
@@ -73,6 +81,12 @@ type (
 	Release struct{}
 	// Subscribe adds a receiver of the role broadcasts; it is sent the current role at once.
 	Subscribe struct{ PID *actor.PID }
+	// MarkDrained tells the ownership that the handover's drain is over: a release
+	// that marked the epoch record draining marks it drained. Reply: DrainMarked, once
+	// the mark is written (or there was none to write).
+	MarkDrained struct{}
+	// DrainMarked answers MarkDrained.
+	DrainMarked struct{}
 )
 
 // Handover asks the root actor to hand the engine over: jobs stop, the lease is

@@ -20,11 +20,14 @@ import (
 type (
 	tick     struct{}                   // a child's timer fired: the machine checks its deadlines
 	observed struct{ rec lease.Record } // the contender's watch delivered a record
-	opDone   struct{ res lease.Result } // a store call ended (a cancelled one: unknown)
-	arm      struct{ at time.Time }     // arm the child's timer at at; zero: disarm it
-	watch    struct{ on bool }          // the contender's watch on or off
-	runOp    struct{ op lease.Op }      // the renewer runs a call that keeps the lease
-	childUp  struct{ name string }      // a child restarted after a panic: instruct it again
+	// the contender's epoch watch delivered a record
+	observedEpoch struct{ rec lease.EpochRecord }
+	opDone        struct{ res lease.Result } // a store call ended (a cancelled one: unknown)
+	arm           struct{ at time.Time }     // arm the child's timer at at; zero: disarm it
+	watch         struct{ on bool }          // the contender's watch on or off
+	watchEpoch    struct{ on bool }          // the contender's watch of the epoch record on or off
+	runOp         struct{ op lease.Op }      // the renewer runs a call that keeps the lease
+	childUp       struct{ name string }      // a child restarted after a panic: instruct it again
 )
 
 // Names of the ownership actor's children.
@@ -53,6 +56,7 @@ type OwnershipConfig struct {
 type Status struct {
 	State       lease.State
 	Revision    uint64       // ours, while serving or fenced
+	Epoch       uint64       // the epoch we hold while the lease is ours (serve under, while serving)
 	Holder      lease.Holder // us while holding; the engine we watch while claiming or standing by
 	LastRenewed time.Time    // when the last successful renewal was sent
 	Err         error        // why the claim ended, if it did
@@ -69,6 +73,8 @@ type core struct {
 	log     *zap.Logger
 	started bool
 	subs    []*actor.PID
+	// drainWaiters sent MarkDrained and wait for DrainMarked.
+	drainWaiters []*actor.PID
 
 	status   *notify.Value[Status]
 	children atomic.Pointer[children]
@@ -203,9 +209,11 @@ func (o *Ownership) Stop(ctx context.Context) error {
 // and the timer each child was last told. Goroutines: one per claim or release call,
 // cancelled when it stops or restarts, waited for by Ownership.Stop; each reports
 // opDone. Messages: it takes tick (from the renewer's, fencer's and contender's
-// timers), observed (contender), opDone, childUp, Release and Subscribe; it sends runOp
-// to the renewer, arm to each child, watch to the contender, and the role broadcasts
-// (Serving, StandingBy, Fenced, Lost, Released, ClaimFailed) to its subscribers.
+// timers), observed and observedEpoch (contender), opDone, childUp, Release, Subscribe
+// and MarkDrained; it sends runOp to the renewer, arm to each child, watch and
+// watchEpoch to the contender, the role broadcasts (Serving, StandingBy, Fenced, Lost,
+// Released, ClaimFailed) and EpochChanged to its subscribers, and DrainMarked to whoever
+// sent MarkDrained, once its mark is over.
 type ownershipActor struct {
 	core     *core
 	worker   *worker
@@ -232,10 +240,17 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.apply(c, k.machine.Tick(time.Now()))
 	case observed:
 		a.apply(c, k.machine.Observe(time.Now(), m.rec))
+	case observedEpoch:
+		a.apply(c, k.machine.ObserveEpoch(time.Now(), m.rec))
 	case opDone:
 		a.apply(c, k.machine.Done(time.Now(), m.res))
 	case Release:
 		a.apply(c, k.machine.Release(time.Now()))
+	case MarkDrained:
+		if from := c.Sender(); from != nil {
+			k.drainWaiters = append(k.drainWaiters, from)
+		}
+		a.apply(c, k.machine.MarkDrained(time.Now()))
 	case Subscribe:
 		// A subscriber that subscribes again (a root restarted after a panic does, to
 		// learn the current role) is told the role, not added twice: every broadcast
@@ -253,6 +268,7 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.arm(c, k.machine.Deadlines())
 		if m.name == ContenderName {
 			c.Send(a.children.contender, watch{on: k.machine.Watching()})
+			c.Send(a.children.contender, watchEpoch{on: k.machine.WatchingEpoch()})
 		}
 	}
 }
@@ -285,6 +301,7 @@ func (a *ownershipActor) resync(c *actor.Context) {
 	a.armed = map[string]time.Time{}
 	a.arm(c, a.core.machine.Deadlines())
 	c.Send(a.children.contender, watch{on: a.core.machine.Watching()})
+	c.Send(a.children.contender, watchEpoch{on: a.core.machine.WatchingEpoch()})
 }
 
 // apply carries out one step's Output, in its order.
@@ -312,6 +329,12 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	case lease.WatchOff:
 		c.Send(a.children.contender, watch{on: false})
 	}
+	switch out.EpochWatch {
+	case lease.WatchOn:
+		c.Send(a.children.contender, watchEpoch{on: true})
+	case lease.WatchOff:
+		c.Send(a.children.contender, watchEpoch{on: false})
+	}
 	a.arm(c, out.Deadlines)
 	switch out.Gate.Kind {
 	case lease.GateAllow:
@@ -329,11 +352,22 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 			c.Send(pid, msg)
 		}
 	}
+	if out.EpochChanged != 0 {
+		for _, pid := range k.subs {
+			c.Send(pid, EpochChanged{Epoch: out.EpochChanged})
+		}
+	}
+	if len(k.drainWaiters) > 0 && !k.machine.MarkingDrained() {
+		for _, pid := range k.drainWaiters {
+			c.Send(pid, DrainMarked{})
+		}
+		k.drainWaiters = nil
+	}
 }
 
 // arm sends each child its deadline, when it is not the one it has.
 func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
-	contend := lease.Deadlines{Takeover: d.Takeover, Standby: d.Standby, Retry: d.Retry}.Next()
+	contend := lease.Deadlines{Takeover: d.Takeover, Standby: d.Standby, Retry: d.Retry, Epoch: d.Epoch}.Next()
 	for _, t := range []struct {
 		name string
 		pid  *actor.PID
@@ -354,7 +388,7 @@ func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
 // publish publishes the status the machine is in.
 func (a *ownershipActor) publish() {
 	m := a.core.machine
-	s := Status{State: m.State(), Revision: m.Revision(), LastRenewed: m.LastRenewed(), Err: m.Err()}
+	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: m.LastRenewed(), Err: m.Err()}
 	switch {
 	case m.Revision() != 0:
 		s.Holder = m.Config().Me
@@ -368,7 +402,7 @@ func (a *ownershipActor) publish() {
 func roleMessage(r lease.Role) any {
 	switch r.Kind {
 	case lease.RoleServing:
-		return Serving{Revision: r.Revision, Restored: r.Restored}
+		return Serving{Revision: r.Revision, Restored: r.Restored, Epoch: r.Epoch}
 	case lease.RoleStandingBy:
 		return StandingBy{Holder: r.Holder}
 	case lease.RoleFenced:
@@ -384,6 +418,9 @@ func roleMessage(r lease.Role) any {
 }
 
 func (a *ownershipActor) logEvent(ev lease.Event) {
+	if a.logEpochEvent(ev) {
+		return
+	}
 	log := a.core.log
 	fields := []zap.Field{zap.String("event", ev.Kind.String())}
 	if ev.Revision != 0 {
@@ -431,85 +468,30 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 	}
 }
 
-// tasks counts the goroutines of the ownership tree (store calls, the watch), so that
-// Stop waits for them, bounded, and no Receive ever does.
-type tasks struct{ n *notify.Value[int] }
-
-func newTasks() tasks { return tasks{n: notify.New(0)} }
-
-func (g tasks) start(f func()) {
-	g.n.Update(func(n int) (int, bool) { return n + 1, true })
-	go func() {
-		defer g.n.Update(func(n int) (int, bool) { return n - 1, true })
-		f()
-	}()
-}
-
-// wait returns once every goroutine has ended, or ctx's error.
-func (g tasks) wait(ctx context.Context) error {
-	_, err := g.n.Wait(ctx, func(n int) bool { return n == 0 })
-	return err
-}
-
-// worker runs an actor's store calls, one goroutine each, which report their outcome
-// by message.
-type worker struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	tasks  tasks
-}
-
-func newWorker(t tasks) *worker {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &worker{ctx: ctx, cancel: cancel, tasks: t}
-}
-
-func (w *worker) run(e *actor.Engine, to *actor.PID, s lease.Store, op lease.Op) {
-	ctx := w.ctx
-	w.tasks.start(func() { e.Send(to, opDone{res: execute(ctx, s, op)}) })
-}
-
-// stop cancels the calls in flight; each still reports its end (cancelled: unknown),
-// and Ownership.Stop waits for them.
-func (w *worker) stop() { w.cancel() }
-
-func execute(ctx context.Context, s lease.Store, op lease.Op) lease.Result {
-	ctx, cancel := context.WithTimeout(ctx, op.Timeout)
-	defer cancel()
-	res := lease.Result{ID: op.ID}
-	switch op.Kind {
-	case lease.OpRead:
-		res.Record, res.Err = s.Read(ctx)
-	case lease.OpCreate:
-		res.Rev, res.Err = s.Create(ctx, op.Holder)
-	case lease.OpUpdate:
-		res.Rev, res.Err = s.Update(ctx, op.Holder, op.Revision)
-	case lease.OpDelete:
-		res.Err = s.Delete(ctx, op.Revision)
-	case lease.OpPublish:
-		res.Err = s.Publish(ctx, op.Period)
+// logEpochEvent logs an epoch event, one line each (a bump names the old and the new
+// epoch, the holder, and whether it was deferred); it reports whether ev was one.
+func (a *ownershipActor) logEpochEvent(ev lease.Event) bool {
+	log, lc := a.core.log, a.core.cfg.Lease
+	fields := []zap.Field{zap.String("event", ev.Kind.String()), zap.Uint64("epoch", ev.Epoch)}
+	if ev.Err != nil {
+		fields = append(fields, zap.Error(ev.Err))
+	}
+	switch ev.Kind {
+	case lease.EventEpochBumped:
+		log.Info(fmt.Sprintf("engine epoch %d -> %d", ev.PrevEpoch, ev.Epoch), append(fields,
+			zap.Uint64("old_epoch", ev.PrevEpoch), zap.String("holder", lc.Me.InstanceID),
+			zap.String("previous_holder", ev.Holder.InstanceID), zap.Bool("deferred", ev.Deferred))...)
+	case lease.EventEpochDeferred:
+		log.Info(fmt.Sprintf("serving under epoch %d while %s drains it: the next epoch follows its drain, or %s",
+			ev.Epoch, ev.Holder.InstanceID, lc.Drain), append(fields, zap.String("draining", ev.Holder.InstanceID))...)
+	case lease.EventEpochFailed:
+		log.Warn("could not settle the engine epoch; trying again", fields...)
+	case lease.EventEpochMarked:
+		log.Info("engine epoch marked "+ev.EpochState.String(), fields...)
+	case lease.EventEpochMarkSkipped:
+		log.Info("engine epoch not marked "+ev.EpochState.String(), fields...)
 	default:
-		res.Err = fmt.Errorf("actors: unknown store call %v", op.Kind)
+		return false
 	}
-	return res
-}
-
-// timer sends tick to the parent at a time; re-arming replaces it. It is a field of the
-// child that owns it, stopped when the child stops or restarts.
-type timer struct{ t *time.Timer }
-
-func (t *timer) arm(c *actor.Context, at time.Time) {
-	t.stop()
-	if at.IsZero() {
-		return
-	}
-	e, parent := c.Engine(), c.Parent()
-	t.t = time.AfterFunc(time.Until(at), func() { e.Send(parent, tick{}) })
-}
-
-func (t *timer) stop() {
-	if t.t != nil {
-		t.t.Stop()
-		t.t = nil
-	}
+	return true
 }

@@ -56,7 +56,7 @@ func startNodeWith(t *testing.T, store lease.Store, cfg lease.Config) *node {
 	})
 	n.sub = e.SpawnFunc(func(c *actor.Context) {
 		switch m := c.Message().(type) {
-		case Serving, StandingBy, Fenced, Lost, Released, ClaimFailed:
+		case Serving, EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed:
 			n.mu.Lock()
 			n.roles = append(n.roles, m)
 			n.roledAt = append(n.roledAt, time.Now())

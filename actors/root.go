@@ -15,8 +15,9 @@ import (
 
 // The root actor turns the ownership's role broadcasts into role commands for every
 // member (serving and the fencing cascade, in roleChanged) and runs the handover
-// cascade (handover and begin). Both cascades are written out below as the messages
-// they send and the replies they wait for; docs/architecture.md draws them.
+// cascade (handover and begin, in handover.go). Both cascades are written out above
+// those functions as the messages they send and the replies they wait for;
+// docs/architecture.md draws them.
 
 // Phase is where the root stands in the handover cascade.
 type Phase int
@@ -30,6 +31,7 @@ const (
 	PhaseDrain          // shared subscriptions end; received calls and sessions finish
 	PhaseSessions       // the second wait for sessions
 	PhaseStop           // everything left is stopped
+	PhaseDrained        // the epoch record is marked drained
 	PhaseDone           // the handover is over: Ended is closed
 )
 
@@ -40,6 +42,7 @@ var phaseNames = [...]string{
 	PhaseDrain:    "drain",
 	PhaseSessions: "sessions",
 	PhaseStop:     "stop",
+	PhaseDrained:  "drained",
 	PhaseDone:     "done",
 }
 
@@ -107,6 +110,7 @@ type cascade struct {
 	up        bool        // every member confirmed the current period's Serve
 	upWaiting map[string]bool
 	served    uint64 // serving periods confirmed so far
+	epoch     uint64 // the epoch the members were last told to serve under
 
 	ended bool
 	err   error
@@ -122,6 +126,7 @@ type rootView struct {
 	state  lease.State
 	up     bool
 	served uint64
+	epoch  uint64
 	ended  bool
 	err    error
 }
@@ -186,6 +191,10 @@ func (r *Root) Handover(ctx context.Context) error {
 	}
 }
 
+// Epoch is the epoch the members were last told to serve under (0 before the first
+// Serve).
+func (r *Root) Epoch() uint64 { return r.view.Load().epoch }
+
 // WaitServing waits until every member and the jobs host have confirmed the last
 // Serve: the engine takes calls.
 func (r *Root) WaitServing(ctx context.Context) error {
@@ -244,7 +253,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 			a.st.sessCancel() // Close waits for it
 		}
 		return
-	case Serving, StandingBy, Fenced, Lost, Released, ClaimFailed:
+	case Serving, EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed:
 		a.roleChanged(c, m)
 	case Accepting:
 		if m.On {
@@ -255,9 +264,9 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case retryServe:
 		delete(a.retries, m.to.String())
 		if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
-			c.Send(m.to, Serve{})
+			c.Send(m.to, Serve{Epoch: a.st.epoch})
 		}
-	case Handover, Drained, Down, phaseDeadline, sessionsDone:
+	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone:
 		a.handover(c, m)
 	}
 	a.publish()
@@ -278,10 +287,14 @@ func (a *rootActor) Restart(c *actor.Context) {
 // roleChanged relays a role change of the ownership to the members. It is the root's
 // part of serving and of the fencing cascade (docs/architecture.md, cascade 2):
 //
-//	Serving      → Serve to every member and the jobs host; waits for Accepting{On: true}
-//	               from each (ServeFailed: Serve again after serveRetry), then State is
-//	               serving. Serving{Restored} after a fence is the same. Ignored once a
-//	               handover has begun.
+//	Serving      → Serve{Epoch} to every member and the jobs host; waits for
+//	               Accepting{On: true} from each (ServeFailed: Serve again after
+//	               serveRetry), then State is serving. Serving{Restored} after a fence is
+//	               the same. Ignored once a handover has begun.
+//	EpochChanged → Serve{Epoch} again to every member and the jobs host, serving already:
+//	               each adopts the new epoch and confirms it, as for Serving (State
+//	               stays serving meanwhile). Ignored unless serving, and once a handover
+//	               has begun.
 //	StandingBy   → nothing to tell; State is standby.
 //	Fenced       → Stop to every member and the jobs host, at once; no reply awaited.
 //	Lost         → Stop to every member and the jobs host; the engine ends with a
@@ -295,9 +308,18 @@ func (a *rootActor) roleChanged(c *actor.Context, msg any) {
 		if st.phase != PhaseRelaying {
 			return
 		}
-		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Bool("restored", m.Restored))
+		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Uint64("epoch", m.Epoch), zap.Bool("restored", m.Restored))
+		st.epoch = m.Epoch
 		a.expectUp()
-		a.fanOut(c, Serve{}, true)
+		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
+	case EpochChanged:
+		if st.phase != PhaseRelaying || (!st.up && st.upWaiting == nil) {
+			return
+		}
+		a.r.log.Info("serving under a new epoch", zap.Uint64("epoch", m.Epoch))
+		st.epoch = m.Epoch
+		a.expectUp()
+		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
 	case StandingBy:
 		st.state = lease.StateStandby
 	case Fenced:
@@ -378,152 +400,6 @@ func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
 	a.retries[key] = time.AfterFunc(serveRetry, func() { e.Send(self, retryServe{to: to}) })
 }
 
-// handover runs the handover cascade (docs/architecture.md, cascade 1). msg is what
-// arrived: the Handover that starts it, a reply, or a phase's deadline. Each phase
-// sends its message (begin) and waits for its replies, bounded by its deadline; once
-// the wait is over, the next phase begins:
-//
-//	jobs      StopAccepting{drain deadline} → jobs host       waits for its Drained
-//	release   Release → ownership                             waits for Released
-//	                                                          (two renewal periods)
-//	drain     StopAccepting{drain deadline} → every member    waits for Drained from each
-//	sessions  the second wait for sessions, on a goroutine    waits for sessionsDone
-//	                                                          (the drain deadline)
-//	stop      Stop → every member and the jobs host           waits for Down from each
-//	                                                          (stopBound)
-//	done      Ended closes; Err is nil.
-func (a *rootActor) handover(c *actor.Context, msg any) {
-	st := a.st
-	switch m := msg.(type) {
-	case Handover:
-		if st.phase != PhaseRelaying {
-			return // one cascade; Handover again waits for it
-		}
-		a.stopRetries()
-	case Drained:
-		if (st.phase != PhaseJobs && st.phase != PhaseDrain) || !a.answered(m.From) {
-			return
-		}
-	case Released:
-		if st.phase != PhaseRelease {
-			return
-		}
-	case sessionsDone:
-		if st.phase != PhaseSessions {
-			return
-		}
-		if m.err != nil {
-			a.r.log.Warn("sessions still open at the drain deadline", zap.Error(m.err))
-		}
-	case Down:
-		if st.phase != PhaseStop || !a.answered(m.From) {
-			return
-		}
-	case phaseDeadline:
-		if st.phase != m.phase {
-			return
-		}
-		a.r.log.Warn("handover phase deadline passed", zap.Stringer("phase", m.phase), zap.Int("unanswered", len(st.waiting)))
-	default:
-		return
-	}
-	for p := st.phase + 1; !a.begin(c, p); p++ {
-	}
-}
-
-// begin enters phase p and sends its message. It reports whether the phase waits;
-// one with nothing to wait for is over at once, and the next one begins.
-func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
-	r, st := a.r, a.st
-	switch p {
-	case PhaseJobs:
-		if r.cfg.Jobs == nil {
-			return false
-		}
-		st.drainBy = time.Now().Add(r.cfg.Drain)
-		a.enter(c, p, st.drainBy, r.cfg.Jobs)
-		c.Send(r.cfg.Jobs, StopAccepting{Deadline: st.drainBy})
-		return true
-	case PhaseRelease:
-		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
-		if r.cfg.Ownership.Status().State.Terminal() {
-			return false // nothing to release: lost, or released already
-		}
-		c.Send(r.cfg.Ownership.PID(), Release{})
-		return true
-	case PhaseDrain:
-		st.drainBy = time.Now().Add(r.cfg.Drain)
-		a.enter(c, p, st.drainBy, r.cfg.Members...)
-		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
-			return false
-		}
-		a.fanOut(c, StopAccepting{Deadline: st.drainBy}, false)
-		return true
-	case PhaseSessions:
-		a.enter(c, p, st.drainBy)
-		if r.cfg.Sessions == nil || !time.Now().Before(st.drainBy) {
-			return false
-		}
-		a.waitSessions(c)
-		return true
-	case PhaseStop:
-		pids := a.members(true)
-		a.enter(c, p, time.Now().Add(stopBound), pids...)
-		if len(pids) == 0 {
-			return false
-		}
-		a.fanOut(c, Stop{}, true)
-		return true
-	default:
-		a.enter(c, PhaseDone, time.Time{})
-		a.end(nil)
-		return true
-	}
-}
-
-// enter makes p the current phase, waiting for an answer from each of pids, bounded by
-// deadline; it reports the duration of the phase it leaves.
-func (a *rootActor) enter(c *actor.Context, p Phase, deadline time.Time, pids ...*actor.PID) {
-	r, st := a.r, a.st
-	now := time.Now()
-	if st.phase > PhaseRelaying && r.cfg.OnPhase != nil {
-		r.cfg.OnPhase(st.phase, now.Sub(st.phaseStart))
-	}
-	st.phase, st.phaseStart, st.deadline = p, now, deadline
-	st.waiting = map[string]bool{}
-	for _, pid := range pids {
-		st.waiting[pid.String()] = true
-	}
-	r.log.Info("handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)))
-	a.armPhase(c)
-}
-
-// answered counts a member's answer for the current phase; it reports whether the
-// phase has every answer it waits for.
-func (a *rootActor) answered(from *actor.PID) bool {
-	st := a.st
-	if from == nil || !st.waiting[from.String()] {
-		return false
-	}
-	delete(st.waiting, from.String())
-	return len(st.waiting) == 0
-}
-
-// waitSessions starts the second wait for sessions, bounded by the drain deadline. The
-// goroutine is the root's: Stopped cancels it and Close waits for it.
-func (a *rootActor) waitSessions(c *actor.Context) {
-	st := a.st
-	ctx, cancel := context.WithDeadline(context.Background(), st.drainBy)
-	done := make(chan struct{})
-	st.sessCancel, st.sessDone = cancel, done
-	e, self, wait := c.Engine(), c.PID(), a.r.cfg.Sessions
-	go func() {
-		defer close(done)
-		defer cancel()
-		e.Send(self, sessionsDone{err: wait(ctx)})
-	}()
-}
-
 func (a *rootActor) end(err error) {
 	st := a.st
 	if st.ended {
@@ -537,11 +413,11 @@ func (a *rootActor) end(err error) {
 // publish puts the cascade where the handles read it.
 func (a *rootActor) publish() {
 	st := a.st
-	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, ended: st.ended, err: st.err}
+	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, epoch: st.epoch, ended: st.ended, err: st.err}
 	a.r.view.Update(func(old rootView) (rootView, bool) {
 		// err is set once, with ended; errors need not be comparable.
 		return v, v.phase != old.phase || v.state != old.state || v.up != old.up ||
-			v.served != old.served || v.ended != old.ended
+			v.served != old.served || v.epoch != old.epoch || v.ended != old.ended
 	})
 }
 

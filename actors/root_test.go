@@ -67,10 +67,20 @@ func memberStoppingIn(e *actor.Engine, name string, j *journal, store lease.Stor
 	}, name)
 }
 
-// slowDelete is a store whose deletes take a while: a release that can be watched.
+// slowDelete is a store whose deletes (and epoch writes) take a while: a release (and
+// its marks of the epoch) that can be watched.
 type slowDelete struct {
 	lease.Store
 	d time.Duration
+}
+
+func (s slowDelete) WriteEpoch(ctx context.Context, e lease.EpochRecord, rev uint64) (uint64, error) {
+	select {
+	case <-time.After(s.d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.Store.WriteEpoch(ctx, e, rev)
 }
 
 func (s slowDelete) Delete(ctx context.Context, rev uint64) error {
@@ -151,7 +161,7 @@ func TestHandoverCascadeOrder(t *testing.T) {
 		if count[0] != 2 || count[1] != 2 || count[2] != 2 {
 			t.Fatalf("members were told %v", got)
 		}
-		if fmt.Sprint(phases) != fmt.Sprint([]Phase{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop}) {
+		if fmt.Sprint(phases) != fmt.Sprint([]Phase{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop, PhaseDrained}) {
 			t.Fatalf("phases %v", phases)
 		}
 		if root.Err() != nil {
@@ -520,7 +530,7 @@ func TestRootSurvivesAKillInEveryPhase(t *testing.T) {
 		if took := time.Since(start); took >= time.Minute {
 			t.Fatalf("handover took %s: it waited for a deadline", took)
 		}
-		want := []Phase{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop}
+		want := []Phase{PhaseJobs, PhaseRelease, PhaseDrain, PhaseSessions, PhaseStop, PhaseDrained}
 		if fmt.Sprint(phases) != fmt.Sprint(want) || len(killed) != len(want) {
 			t.Fatalf("phases %v, killed in %v; want %v, killed in each", phases, killed, want)
 		}

@@ -82,7 +82,7 @@ func (m *Machine) claimDone(out *Output, now time.Time, d done) {
 				kind = EventTookOver
 			}
 			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: d.res.Rev})
-			m.take(out, now, d.sent, d.res.Rev)
+			m.take(out, now, d.sent, d.res.Rev, d.op.Kind == OpUpdate)
 		case d.conflict:
 			m.issue(out, now, readingIn[mode], m.claimOp(OpRead))
 		default:
@@ -103,7 +103,7 @@ func (m *Machine) decide(out *Output, now time.Time, rec Record) {
 	case rec.Holder == m.cfg.Me:
 		// A create or takeover whose reply was lost did land: it holds since it was sent.
 		out.Events = append(out.Events, Event{Kind: EventAcquired, Revision: rec.Revision})
-		m.take(out, now, m.takeSent, rec.Revision)
+		m.take(out, now, m.takeSent, rec.Revision, m.takeUpdate)
 	case mode == modeFresh:
 		m.watchNew(out, now, rec)
 	default:
@@ -167,13 +167,16 @@ func (m *Machine) learnLease(rec Record) {
 	}
 }
 
-// take makes the lease ours at rev, written by a call sent at sent: liveness counts
-// from then, not from when we learnt of it. We publish our lease period before we
-// serve, so a contender with a shorter one never judges us by it; whatever the
-// publish's outcome, we then serve. While releasing we only hold it to delete it.
-func (m *Machine) take(out *Output, now, sent time.Time, rev uint64) {
+// take makes the lease ours at rev, written by a call sent at sent (a takeover of a
+// silent holder if tookOver): liveness counts from then, not from when we learnt of it.
+// We publish our lease period before we serve, so a contender with a shorter one never
+// judges us by it; whatever the publish's outcome, we then settle the epoch and serve.
+// While releasing we only hold it to delete it.
+func (m *Machine) take(out *Output, now, sent time.Time, rev uint64, tookOver bool) {
 	m.rev = rev
 	m.lastOK = sent
+	m.retaken(sent)
+	m.tookOver = tookOver
 	m.nextRenew = sent.Add(m.cfg.RenewEvery())
 	m.retryAt = time.Time{}
 	next := publishing

@@ -60,8 +60,9 @@ func TestLostCreateReplyCountsFromTheSend(t *testing.T) {
 			rec, _ = store.Read(ctx)
 			out = m.Done(t0.Add(readDone), Result{ID: out.Op.ID, Record: rec})
 			if out.Op != nil && out.Op.Kind == OpPublish {
-				m.Done(t0.Add(readDone), Result{ID: out.Op.ID})
+				out = m.Done(t0.Add(readDone), Result{ID: out.Op.ID})
 			}
+			epochOps(m, store, t0.Add(readDone), out)
 			if m.State() != StateServing {
 				t.Fatalf("state %v, want serving", m.State())
 			}

@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Config is what a Machine needs. Lease and StandbyTimeout come from nats.engine.
+// Config is what a Machine needs. Lease, StandbyTimeout and Drain come from nats.engine.
 type Config struct {
 	Me             Holder
 	Lease          time.Duration
 	StandbyTimeout time.Duration
+	// Drain is drain_seconds: the longest a holder defers its epoch bump after taking a
+	// lease released by an engine that still drains. 0: it never defers.
+	Drain time.Duration
 }
 
 // Validate reports a configuration the machine cannot run with.
@@ -24,6 +27,9 @@ func (c Config) Validate() error {
 	}
 	if c.StandbyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("lease: config: standby timeout %s must be positive", c.StandbyTimeout))
+	}
+	if c.Drain < 0 {
+		errs = append(errs, fmt.Errorf("lease: config: drain %s must not be negative", c.Drain))
 	}
 	return errors.Join(errs...)
 }

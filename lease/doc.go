@@ -1,7 +1,8 @@
 // Package lease is the ownership lease that makes exactly one engine serve per NATS
-// account: the holder record, the Store port that keeps it (with an in-memory Store here
-// and a JetStream one in lease/jetstreamstore), the Gate every call checks, and Machine,
-// the ownership state machine.
+// account: the holder record, the epoch record beside it (the fencing token every shared
+// backend checks), the Store port that keeps both (with an in-memory Store here and a
+// JetStream one in lease/jetstreamstore), the Gate every call checks, and Machine, the
+// ownership state machine.
 //
 // Machine is pure: time is an input, it starts no goroutine and does no I/O. It is a
 // transition function over named sub-states (SubState; the public State is derived
@@ -16,13 +17,16 @@
 //     are classified three ways: committed, a conflict (ErrConflict: surely not
 //     committed), or unknown (any other error: maybe committed).
 //  3. Output.Watch turns the watch of the lease on or off; while on, the driver reports
-//     every record it sees with Observe.
+//     every record it sees with Observe. Output.EpochWatch does the same for the epoch
+//     record, reported with ObserveEpoch.
 //  4. The driver arms its timers at Output.Deadlines (renewal, fence, takeover, standby
 //     timeout, retry) and calls Tick when one fires; late ticks are fine, early ones do
 //     nothing.
 //  5. It moves the Gate as Output.Gate says and broadcasts Output.Role, the role change
-//     of the step (serving, standing by, fenced, lost, released, claim failed).
-//  6. Release starts a clean release; the machine ends in StateReleased.
+//     of the step (serving under an epoch, standing by, fenced, lost, released, claim
+//     failed), and Output.EpochChanged, a new epoch while serving.
+//  6. Release starts a clean release; the machine ends in StateReleased. Once the
+//     engine's drain is over, MarkDrained marks the epoch record drained.
 //
 // The rules (design §4.1, §5; the ADR's "Starting a serving engine", "Fencing"):
 //
@@ -44,7 +48,14 @@
 //     another value) fences at once (EventEvicted), and a read decides what follows, by
 //     the rules of a renewal conflict;
 //   - release deletes at our revision; on a conflict it re-reads and deletes again only
-//     while the holder is still us. It never deletes another engine's lease.
+//     while the holder is still us. It never deletes another engine's lease;
+//   - the epoch: after every write that takes the lease, before serving, the holder
+//     reads the epoch record and takes the next epoch at once, or, when the lease was
+//     released by an engine that still drains the recorded epoch, serves under that
+//     epoch and takes the next once the record says drained or its own drain_seconds
+//     have passed since it took the lease. A release from serving marks the record
+//     draining before its delete and drained after the drain (docs/architecture.md,
+//     "Epoch").
 //
 // Expiry is observed, never computed from another host's clock: a contender counts a
 // lease period from the moment it first saw the current revision, on its own monotonic

@@ -23,6 +23,11 @@ const (
 	EventStoreError                             // a claim-side call failed; retried
 	EventEvicted                                // a write not ours changed our key: stopped serving
 	EventIllegalTransition                      // a bug: a move the transition table does not allow (Err: *TransitionError)
+	EventEpochBumped                            // we took the next epoch (Epoch; PrevEpoch and Holder: the record before; Deferred)
+	EventEpochDeferred                          // we serve under Epoch, which Holder drains; the bump waits
+	EventEpochFailed                            // settling or bumping the epoch failed (Err); retried
+	EventEpochMarked                            // a release marked our epoch draining or drained (EpochState)
+	EventEpochMarkSkipped                       // the epoch record moved on, or the mark failed (Err): not marked
 )
 
 var eventNames = map[EventKind]string{
@@ -31,7 +36,9 @@ var eventNames = map[EventKind]string{
 	EventRenewFailed: "renew_failed", EventFenced: "fenced", EventRestored: "restored",
 	EventLost: "lost", EventReleased: "released", EventReleaseSkipped: "release_skipped",
 	EventReleaseFailed: "release_failed", EventStoreError: "store_error", EventEvicted: "evicted",
-	EventIllegalTransition: "illegal_transition",
+	EventIllegalTransition: "illegal_transition", EventEpochBumped: "epoch_bumped",
+	EventEpochDeferred: "epoch_deferred", EventEpochFailed: "epoch_failed", EventEpochMarked: "epoch_marked",
+	EventEpochMarkSkipped: "epoch_mark_skipped",
 }
 
 func (k EventKind) String() string {
@@ -47,4 +54,11 @@ type Event struct {
 	Holder   Holder // the other engine, for standby, refusal, takeover, eviction and loss
 	Revision uint64
 	Err      error
+	// The epoch events: the epoch bumped to, deferred under or marked; the one the
+	// record had before a bump (its engine in Holder); whether the bump was deferred;
+	// the state a mark wrote.
+	Epoch      uint64
+	PrevEpoch  uint64
+	Deferred   bool
+	EpochState EpochState
 }

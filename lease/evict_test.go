@@ -140,8 +140,12 @@ func TestOwnReleaseIsNoEviction(t *testing.T) {
 	store := NewMemStore()
 	me := serving(t, store)
 	out := me.m.Release(me.now)
+	if out.Op == nil || out.Op.Kind != OpWriteEpoch || out.Op.Epoch.State != EpochDraining {
+		t.Fatalf("Release = %+v, want the epoch marked draining", out.Op)
+	}
+	out = epochOps(me.m, store, me.now, out)
 	if out.Op == nil || out.Op.Kind != OpDelete {
-		t.Fatalf("Release = %+v, want a delete", out.Op)
+		t.Fatalf("after the mark: %+v, want a delete", out.Op)
 	}
 	if me.m.Watching() {
 		t.Fatal("still watching during the release")

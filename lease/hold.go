@@ -27,8 +27,9 @@ func (m *Machine) holdDone(out *Output, now time.Time, d done) {
 		case d.res.Err == nil:
 			if d.op.Kind == OpCreate {
 				m.unpublished = true // the lease is ours again: say our period again
+				m.retaken(d.sent)
 			}
-			m.renewed(out, now, d.sent, d.res.Rev)
+			m.renewed(out, now, d.sent, d.res.Rev, d.op.Kind == OpCreate)
 		case d.conflict && d.op.Kind == OpUpdate:
 			m.issueAt(out, now, d.sent, renewReadingIn[serving], m.renewalOp(OpRead, 0))
 		case d.conflict:
@@ -59,16 +60,23 @@ func (m *Machine) holdDone(out *Output, now time.Time, d done) {
 }
 
 // renewed records a successful renewal (or create) at rev, sent at sent, and moves to
-// where it leads: serving again after a fence if it was sent in time, publishing our
-// period if it is due and fits before the next renewal.
-func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
+// where it leads: a lease taken again (created) settles its epoch first, serving or
+// not, and so does a restore while the epoch is still to settle; then serving again
+// after a fence if it was sent in time, publishing our period if it is due and fits
+// before the next renewal.
+func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64, created bool) {
 	m.rev = rev
 	if sent.After(m.lastOK) {
 		m.lastOK = sent
 	}
 	out.Events = append(out.Events, Event{Kind: EventRenewed, Revision: rev})
 	serving := m.State() == StateServing
-	if !serving && now.Before(m.fenceAt()) {
+	inTime := now.Before(m.fenceAt())
+	if m.due == epochToSettle && (serving && created || !serving && inTime) {
+		m.settle(out, now, map[bool]SubState{true: advancingEpoch, false: fencedSettlingEpoch}[serving])
+		return
+	}
+	if !serving && inTime {
 		// A success that arrives after its own fence deadline proves nothing about now.
 		serving = true
 		out.Events = append(out.Events, Event{Kind: EventRestored, Revision: rev})
@@ -78,6 +86,12 @@ func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64) {
 		return
 	}
 	m.to(out, restingIn[serving])
+}
+
+// retaken records that the lease was taken (again) by a write sent at sent: its epoch
+// must be settled before it serves.
+func (m *Machine) retaken(sent time.Time) {
+	m.due, m.takenAt, m.tookOver = epochToSettle, sent, false
 }
 
 // renewFailed records a renewal of unknown outcome. The next attempt comes sooner than
@@ -127,6 +141,7 @@ func (m *Machine) evictedDone(out *Output, now time.Time, d done) {
 		case d.res.Err == nil:
 			if d.op.Kind == OpCreate {
 				m.unpublished = true
+				m.retaken(d.sent)
 			}
 			m.rev = d.res.Rev
 			if d.sent.After(m.lastOK) {
@@ -156,6 +171,10 @@ func (m *Machine) evictedDone(out *Output, now time.Time, d done) {
 		}
 	case OpPublish:
 		m.published(out, d)
+		read = true
+	case OpReadEpoch, OpWriteEpoch:
+		// A settle's, sent before the eviction: the epoch it may have written is found
+		// again by the next settle (tried).
 		read = true
 	}
 	if read {

@@ -8,43 +8,57 @@ import (
 const maxReleaseAttempts = 3
 
 // Machine is the ownership state machine, a transition function: each input (Start,
-// Observe, Tick, Done, Release) moves it from one SubState to the next, by the table
-// below, and returns the Output that says everything the driver must do. It is not
-// safe for concurrent use: one driver owns it.
+// Observe, ObserveEpoch, Tick, Done, Release, MarkDrained) moves it from one SubState to
+// the next, by the table below, and returns the Output that says everything the driver
+// must do. It is not safe for concurrent use: one driver owns it.
 //
 // The public States and the sub-states they are made of:
 //
 //	idle      unstarted; claim-reading, claim-retry-wait, creating (no holder watched);
 //	          claim-watching, watch-reading, watch-retry-wait, watch-creating, taking-over
 //	          (a holder of our rollout, or of none, watched for a silent lease);
-//	          publishing-period (ours, not serving yet); releasing-claim; refused
+//	          publishing-period, settling-epoch (ours, not serving yet); releasing-claim;
+//	          refused
 //	standby   standby, standby-reading, standby-retry-wait, standby-creating,
-//	          standby-taking-over, standby-publishing-period
+//	          standby-taking-over, standby-publishing-period, standby-settling-epoch
 //	serving   holding, renewing, renew-reading, renew-creating, republishing-period,
-//	          releasing
+//	          advancing-epoch, releasing
 //	fenced    fenced, fenced-renewing, fenced-renew-reading, fenced-renew-creating,
-//	          fenced-publishing-period, evicted, evicted-reading, fenced-releasing,
-//	          evicted-releasing
+//	          fenced-publishing-period, fenced-settling-epoch, evicted, evicted-reading,
+//	          fenced-releasing, evicted-releasing
 //	lost      lost
-//	released  released
+//	released  released, marking-drained
 //
 // A sub-state named after a call (reading, creating, taking-over, renewing, publishing)
-// has that call in flight; evicted and the releasing ones have one call in flight, of
-// the kind their rows name (a release first waits for the call sent before it, named by
-// its purpose: a claim's or a renewal's); the others have none. The inputs: Start;
-// Observe (a record the watch delivered); Done (the outcome of the call in flight,
-// named below by the call and its outcome: ok, conflict (surely not committed) or
-// unknown); Release; and Deadline, a deadline reached, which the machine checks on
-// Tick and after every other input. "ours" is a record naming us; "silent" is a full
-// lease period (the longer of ours and the one the holder published) without a new
-// revision since we first saw it; "in time" is a success sent less than lease/2 ago;
-// "our period to publish" is a period not known to be published, whose publish fits
-// before the next renewal.
+// has that call in flight; the settling and advancing ones an epoch read or write, and
+// marking-drained the mark's; evicted and the releasing ones have one call in flight,
+// of the kind their rows name (a release first waits for the call sent before it, named
+// by its purpose: a claim's or a renewal's; an epoch settle's); the others have none.
+// The inputs: Start; Observe (a record the watch delivered; ObserveEpoch, one the epoch
+// watch delivered, only ever makes a deadline due); Done (the outcome of the call in
+// flight, named below by the call and its outcome: ok, conflict (surely not committed)
+// or unknown); Release; MarkDrained; and Deadline, a deadline reached, which the
+// machine checks on Tick and after every other input. "ours" is a record naming us;
+// "silent" is a full lease period (the longer of ours and the one the holder published)
+// without a new revision since we first saw it; "in time" is a success sent less than
+// lease/2 ago; "our period to publish" is a period not known to be published, whose
+// publish fits before the next renewal.
+//
+// The epoch (settle.go, docs/architecture.md "Epoch"): every write that takes the lease
+// (a claim's, a create of a lease found free while holding it) leaves the epoch to
+// settle, and the holder serves only once it has: it reads the record and either
+// writes the next epoch ("bump it"), or, when another engine drains the one recorded
+// (a clean release) and our drain_seconds since the take have not passed, serves under
+// it ("defer") and bumps once the record changes or that time passes ("epoch due"). A
+// holder that serves already goes on under its epoch while it settles the next. A
+// release from serving marks the record draining before its delete ("(delete)" in a
+// releasing row: after the mark, if one is due), and MarkDrained marks it drained.
 //
 // The deadlines each sub-state keeps: the renewal in every sub-state of a held lease
 // outside a release, the fence while serving, the takeover while a holder is watched
 // (not while waiting to retry a read), the standby timeout while standing by, the
-// retry in the retry waits.
+// retry in the retry waits, the epoch in holding while a bump is deferred (or a settle
+// is to be tried again).
 //
 // The transition table (an input not listed for a sub-state leaves it as it is):
 //
@@ -132,16 +146,33 @@ const maxReleaseAttempts = 3
 //	                          Done update: conflict or unknown                → standby-reading
 //	                          Release                                         → releasing-claim
 //
-//	publishing-period         Done publish: any outcome                       → holding
+//	publishing-period         Done publish: any outcome                       → settling-epoch
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing-claim
 //
-//	standby-publishing-period Done publish: any outcome                       → holding
+//	standby-publishing-period Done publish: any outcome                       → standby-settling-epoch
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing-claim
+//
+//	settling-epoch            Done epoch read: bump it (write the next)       → settling-epoch
+//	                          Done epoch read: another engine drains it (defer) → holding
+//	                          Done epoch write: ok                            → holding
+//	                          Done epoch write: conflict, < 2 writes (read)   → settling-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing-claim
+//
+//	standby-settling-epoch    Done epoch read: bump it (write the next)       → standby-settling-epoch
+//	                          Done epoch read: another engine drains it (defer) → holding
+//	                          Done epoch write: ok                            → holding
+//	                          Done epoch write: conflict, < 2 writes (read)   → standby-settling-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing-claim
 //
 //	holding                   Deadline renewal due                            → renewing
 //	                          Deadline fence due                              → fenced
+//	                          Deadline epoch due                              → advancing-epoch
 //	                          Observe a write not ours                        → evicted-reading
 //	                          Release                                         → releasing
 //
@@ -161,8 +192,7 @@ const maxReleaseAttempts = 3
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing
 //
-//	renew-creating            Done create: ok, our period to publish          → republishing-period
-//	                          Done create: ok, no time to publish             → holding
+//	renew-creating            Done create: ok (settle the epoch)              → advancing-epoch
 //	                          Done create: conflict                           → lost
 //	                          Done create: unknown                            → holding
 //	                          Deadline fence due                              → fenced-renew-creating
@@ -174,12 +204,23 @@ const maxReleaseAttempts = 3
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → releasing
 //
+//	advancing-epoch           Done epoch read: bump it (write the next)       → advancing-epoch
+//	                          Done epoch read: another engine drains it (defer) → holding
+//	                          Done epoch read: our write landed               → holding
+//	                          Done epoch write: ok                            → holding
+//	                          Done epoch write: conflict, < 2 writes (read)   → advancing-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed (later) → holding
+//	                          Deadline fence due                              → fenced-settling-epoch
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → releasing
+//
 //	fenced                    Deadline renewal due                            → fenced-renewing
 //	                          Observe a write not ours                        → evicted-reading
 //	                          Release                                         → fenced-releasing
 //
 //	fenced-renewing           Done update: ok in time                         → holding
 //	                          Done update: ok in time, our period to publish  → republishing-period
+//	                          Done update: ok in time, the epoch to settle    → fenced-settling-epoch
 //	                          Done update: ok too late                        → fenced
 //	                          Done update: conflict                           → fenced-renew-reading
 //	                          Done update: unknown                            → fenced
@@ -193,8 +234,7 @@ const maxReleaseAttempts = 3
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → fenced-releasing
 //
-//	fenced-renew-creating     Done create: ok in time, our period to publish  → republishing-period
-//	                          Done create: ok in time, no time to publish     → holding
+//	fenced-renew-creating     Done create: ok in time (settle the epoch)      → fenced-settling-epoch
 //	                          Done create: ok too late                        → fenced
 //	                          Done create: conflict                           → lost
 //	                          Done create: unknown                            → fenced
@@ -202,6 +242,15 @@ const maxReleaseAttempts = 3
 //	                          Release                                         → fenced-releasing
 //
 //	fenced-publishing-period  Done publish: any outcome                       → fenced
+//	                          Observe a write not ours                        → evicted
+//	                          Release                                         → fenced-releasing
+//
+//	fenced-settling-epoch     Done epoch read: bump it (write the next)       → fenced-settling-epoch
+//	                          Done epoch read: another engine drains it (defer) → holding
+//	                          Done epoch read: our write landed               → holding
+//	                          Done epoch write: ok                            → holding
+//	                          Done epoch write: conflict, < 2 writes (read)   → fenced-settling-epoch
+//	                          Done epoch call: unknown, a second conflict, or the fence passed → fenced
 //	                          Observe a write not ours                        → evicted
 //	                          Release                                         → fenced-releasing
 //
@@ -213,6 +262,7 @@ const maxReleaseAttempts = 3
 //	                          Done read: ours (renew at it)                   → evicted
 //	                          Done read: another holder                       → lost
 //	                          Done create: conflict                           → lost
+//	                          Done epoch call: any outcome                    → evicted-reading
 //	                          Release                                         → evicted-releasing
 //
 //	evicted-reading           Done read: ours                                 → fenced-renewing
@@ -231,6 +281,7 @@ const maxReleaseAttempts = 3
 //	                          Done delete: conflict (read)                    → releasing-claim
 //	                          Done release read: ours, < 3 deletes (delete)   → releasing-claim
 //	                          Done release read: other, or unknown            → released
+//	                          Done epoch call: any outcome (delete)           → releasing-claim
 //
 //	releasing                 Done renewal: ok (delete)                       → releasing
 //	                          Done renewal: update conflict (read)            → releasing
@@ -243,10 +294,16 @@ const maxReleaseAttempts = 3
 //	                          Done delete: conflict (read)                    → releasing
 //	                          Done release read: ours, < 3 deletes (delete)   → releasing
 //	                          Done release read: other, or unknown            → released
+//	                          Done epoch settle: any outcome (mark draining, or delete) → releasing
+//	                          Done mark draining: ok or unknown (delete)      → releasing
+//	                          Done mark draining: conflict (read)             → releasing
+//	                          Done draining read: our epoch, < 2 marks (mark again) → releasing
+//	                          Done draining read: moved on, or unknown (delete) → releasing
 //	                          Deadline fence due                              → fenced-releasing
 //
 //	fenced-releasing          Done renewal: ok in time (delete)               → releasing
 //	                          Done renewal: ok too late (delete)              → fenced-releasing
+//	                          Done renewal: ok in time, the epoch to settle (delete) → fenced-releasing
 //	                          Done renewal: update conflict (read)            → fenced-releasing
 //	                          Done renewal: unknown (delete)                  → fenced-releasing
 //	                          Done renewal read: ours (delete at it)          → fenced-releasing
@@ -257,6 +314,7 @@ const maxReleaseAttempts = 3
 //	                          Done delete: conflict (read)                    → fenced-releasing
 //	                          Done release read: ours, < 3 deletes (delete)   → fenced-releasing
 //	                          Done release read: other, or unknown            → released
+//	                          Done epoch call: any outcome (delete)           → fenced-releasing
 //
 //	evicted-releasing         Done renewal: ok (no restore; delete)           → fenced-releasing
 //	                          Done renewal: update conflict (read)            → fenced-releasing
@@ -265,6 +323,14 @@ const maxReleaseAttempts = 3
 //	                          Done renewal read: free                         → released
 //	                          Done renewal: another holder                    → lost
 //	                          Done publish: any outcome (delete)              → fenced-releasing
+//	                          Done epoch call: any outcome (delete)           → fenced-releasing
+//
+//	released                  MarkDrained the record marked draining          → marking-drained
+//
+//	marking-drained           Done mark drained: ok or unknown                → released
+//	                          Done mark drained: conflict (read)              → marking-drained
+//	                          Done drained read: still ours, < 2 marks (mark again) → marking-drained
+//	                          Done drained read: moved on, or unknown         → released
 //
 //	refused                   Release                                         → released
 //
@@ -276,7 +342,9 @@ const maxReleaseAttempts = 3
 //   - The watch is on exactly while a holder is watched (claim-watching, standby and
 //     their calls) and while the lease is ours outside a release (publishing, serving,
 //     fenced); it is off while a claim has found no holder to watch yet, while releasing
-//     and once the claim or the lease is over.
+//     and once the claim or the lease is over. The epoch watch is on exactly while a
+//     bump is deferred and the lease is ours outside a release.
+//   - Serving is entered only under a settled (or deferred) epoch.
 //   - The gate is open only while serving (until lease/2 after the last successful
 //     renewal was sent), and after a release entered from serving (drain); it closes
 //     the moment serving ends any other way.
@@ -286,7 +354,8 @@ const maxReleaseAttempts = 3
 //   - With no call in flight, a Tick at the earliest deadline moves the machine: no
 //     deadline is kept that nothing would act on (a driver that arms each timer once
 //     would otherwise never wake again).
-//   - Lost and released take no input; refused takes only Release.
+//   - Lost takes no input; released takes only MarkDrained, and only after a release
+//     that marked the record draining; refused takes only Release.
 //   - Every move is a row of the table; any other is illegal: it is made (the code, not
 //     the table, is what the tests ran), reported as an EventIllegalTransition carrying
 //     a *TransitionError, and counted (Illegal).
@@ -316,6 +385,20 @@ type Machine struct {
 	// the store, as rev is, not a place in the table.
 	unpublished     bool
 	releaseAttempts int
+
+	// the epoch (settle.go), facts about the epoch record as rev is about the lease
+	epoch       uint64      // the epoch we serve under; 0: none settled yet
+	epochRec    EpochRecord // the record as we last read or wrote it
+	due         epochDue    // what the epoch still needs
+	takenAt     time.Time   // when the write that last took the lease was sent
+	tookOver    bool        // that write took over a silent holder
+	takeUpdate  bool        // the last claim write sent was a takeover (for a take a read finds)
+	bumpAt      time.Time   // holding: when the deferred bump (or a settle tried again) is due
+	tried       uint64      // the epoch of a write of ours whose outcome is unknown
+	epochWrites int         // the compare-and-swaps of the settle in progress
+	markSent    bool        // the release marked, or tried to mark, the record draining
+	marked      bool        // the record says draining under our epoch (at epochRec.Revision)
+	marks       int         // the writes of the mark in progress
 
 	err    error  // refused: why
 	lostTo Holder // lost: to whom
@@ -391,6 +474,9 @@ func (m *Machine) Deadlines() Deadlines {
 	if a.retries {
 		d.Retry = m.retryAt
 	}
+	if m.sub == holding && m.due != epochSettled {
+		d.Epoch = m.bumpAt
+	}
 	return d
 }
 
@@ -401,7 +487,7 @@ func (m *Machine) Role() Role { return m.roleOf(m.sub, 0) }
 func (m *Machine) roleOf(s SubState, from State) Role {
 	switch s.State() {
 	case StateServing:
-		return Role{Kind: RoleServing, Revision: m.rev, Restored: from == StateFenced}
+		return Role{Kind: RoleServing, Revision: m.rev, Epoch: m.epoch, Restored: from == StateFenced}
 	case StateStandby:
 		return Role{Kind: RoleStandingBy, Holder: m.seen.Holder}
 	case StateFenced:
@@ -425,72 +511,4 @@ func (m *Machine) fenceAt() time.Time { return m.lastOK.Add(m.cfg.FenceAfter()) 
 // revision.
 func (m *Machine) takeoverAt() time.Time {
 	return m.seenAt.Add(max(m.cfg.Lease, m.seenLease))
-}
-
-// Start begins the claim: the machine asks to read the lease.
-func (m *Machine) Start(now time.Time) Output {
-	return m.step(InputStart, now, func(out *Output) {
-		if m.sub == unstarted {
-			m.issue(out, now, claimReading, Op{Kind: OpRead, Purpose: PurposeClaim})
-		}
-	})
-}
-
-// Observe reports a record the watch delivered.
-func (m *Machine) Observe(now time.Time, rec Record) Output {
-	return m.step(InputObserve, now, func(out *Output) {
-		if !m.Watching() {
-			return // a record delivered before the watch stopped
-		}
-		if m.sub.attrs().renews {
-			// Even with a call in flight: a renewal can hang for lease/4, and an
-			// eviction must stop us serving at once.
-			m.own(out, now, rec)
-			return
-		}
-		if m.inflight == nil {
-			// A claim call in flight decides from the store itself; a watch record
-			// arriving meanwhile adds nothing it will not see, and may be stale.
-			m.consider(out, now, rec)
-		}
-	})
-}
-
-// Tick lets the machine act on its deadlines.
-func (m *Machine) Tick(now time.Time) Output {
-	return m.step(InputDeadline, now, func(*Output) {})
-}
-
-// Release starts a clean release. The machine ends in StateReleased; it deletes the
-// lease only at a revision that is ours.
-func (m *Machine) Release(now time.Time) Output {
-	return m.step(InputRelease, now, func(out *Output) { m.release(out, now) })
-}
-
-// Done reports the outcome of the call in flight. A result for any other call (a
-// stale one, from a worker that was restarted) is ignored.
-func (m *Machine) Done(now time.Time, res Result) Output {
-	return m.step(InputDone, now, func(out *Output) {
-		if m.inflight == nil || res.ID != m.inflight.ID {
-			return
-		}
-		op, sent := *m.inflight, m.sentAt
-		m.inflight = nil
-		d := done{op: op, res: res, sent: sent, conflict: isConflict(res.Err)}
-		switch m.sub {
-		case releasingClaim, releasing, fencedReleasing, evictedReleasing:
-			m.releaseDone(out, now, d)
-		case evicted:
-			m.evictedDone(out, now, d)
-		case publishing, standbyPublishing:
-			m.published(out, d)
-			m.to(out, holding)
-		default:
-			if m.sub.attrs().renews {
-				m.holdDone(out, now, d)
-			} else {
-				m.claimDone(out, now, d)
-			}
-		}
-	})
 }

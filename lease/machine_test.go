@@ -15,6 +15,7 @@ const (
 	renew   = lease / 4
 	fence   = lease / 2
 	standby = 5 * time.Second
+	drain   = 2*lease + renew/2 // the fixture's drain_seconds (no renewal falls on it): how long a bump may be deferred
 )
 
 var t0 = time.Date(2026, 10, 6, 10, 0, 0, 0, time.UTC)
@@ -28,15 +29,16 @@ func holder(name, rollout string) Holder {
 // actor does: it runs each op at once (unless told to fail or lose replies), delivers
 // what a watch would see, and ticks at the machine's deadlines.
 type sim struct {
-	t        *testing.T
-	m        *Machine
-	store    *MemStore
-	now      time.Time
-	log      []string
-	err      error
-	seenRev  uint64
-	failing  bool // every store call fails with an unknown outcome
-	loseNext bool // the next update lands but its reply is lost
+	t         *testing.T
+	m         *Machine
+	store     *MemStore
+	now       time.Time
+	log       []string
+	err       error
+	seenRev   uint64
+	seenEpoch uint64 // the epoch record's revision the epoch watch last delivered
+	failing   bool   // every store call fails with an unknown outcome
+	loseNext  bool   // the next update lands but its reply is lost
 }
 
 func newSim(t *testing.T, store *MemStore, me Holder) *sim {
@@ -102,6 +104,10 @@ func (s *sim) run(op Op) Result {
 		res.Err = s.store.Delete(ctx, op.Revision)
 	case OpPublish:
 		res.Err = s.store.Publish(ctx, op.Period)
+	case OpReadEpoch:
+		res.Epoch, res.Err = s.store.ReadEpoch(ctx)
+	case OpWriteEpoch:
+		res.Rev, res.Err = s.store.WriteEpoch(ctx, op.Epoch, op.Revision)
 	}
 	return res
 }
@@ -119,6 +125,15 @@ func (s *sim) advance(until time.Time) {
 			}
 		} else {
 			s.seenRev = ^uint64(0)
+		}
+		if s.m.WatchingEpoch() {
+			if rec := s.store.epoch.Load(); rec.Revision != s.seenEpoch {
+				s.seenEpoch = rec.Revision
+				s.apply(s.m.ObserveEpoch(s.now, rec))
+				continue
+			}
+		} else {
+			s.seenEpoch = 0
 		}
 		next := s.m.Deadlines().Next()
 		if next.IsZero() || next.After(until) {
@@ -337,7 +352,7 @@ func TestFencingAndRestore(t *testing.T) {
 	}
 	// acquired, renewed, then failures, one fence, more failures, then renewed+restored.
 	got := strings.Join(me.log, ",")
-	if !strings.HasPrefix(got, "acquired,renewed,renew_failed,") || strings.Count(got, "fenced") != 1 ||
+	if !strings.HasPrefix(got, "acquired,epoch_bumped,renewed,renew_failed,") || strings.Count(got, "fenced") != 1 ||
 		strings.Count(got, "restored") != 1 || strings.Index(got, "fenced") > strings.Index(got, "renewed,restored") {
 		t.Fatalf("events = %v", me.log)
 	}
@@ -510,4 +525,20 @@ func ExampleHolder_String() {
 	// Output:
 	// engine-a on host-a (pid 1000, version 1.2.3, rollout v2, since 2026-10-06T10:00:00Z)
 	// unknown on unknown host (pid 0, version unknown, rollout none, since unknown)
+}
+
+// epochOps runs the epoch calls out asks for against store, at now, and returns the
+// first Output that asks for no epoch call.
+func epochOps(m *Machine, store *MemStore, now time.Time, out Output) Output {
+	ctx := context.Background()
+	for out.Op != nil && (out.Op.Kind == OpReadEpoch || out.Op.Kind == OpWriteEpoch) {
+		res := Result{ID: out.Op.ID}
+		if out.Op.Kind == OpReadEpoch {
+			res.Epoch, res.Err = store.ReadEpoch(ctx)
+		} else {
+			res.Rev, res.Err = store.WriteEpoch(ctx, out.Op.Epoch, out.Op.Revision)
+		}
+		out = m.Done(now, res)
+	}
+	return out
 }

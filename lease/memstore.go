@@ -17,6 +17,9 @@ type MemStore struct {
 	// pub is the record and its write sequence, published on every write for the
 	// watches, which never take mu.
 	pub *notify.Value[memWrite]
+	// epoch is the epoch record, published for its watches; its revision counts in seq,
+	// as every key of a KV bucket counts in one stream sequence.
+	epoch *notify.Value[EpochRecord]
 }
 
 type memWrite struct {
@@ -27,7 +30,9 @@ type memWrite struct {
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{pub: notify.New(memWrite{})} }
+func NewMemStore() *MemStore {
+	return &MemStore{pub: notify.New(memWrite{}), epoch: notify.New(EpochRecord{})}
+}
 
 // write records r as the write numbered m.seq; m.mu is held.
 func (m *MemStore) write(r Record) {
@@ -125,36 +130,85 @@ func (m *MemStore) Watch(ctx context.Context) (Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	w := &memWatcher{updates: make(chan Record, 1), cancel: cancel, done: make(chan struct{})}
-	go w.run(ctx, m)
-	return w, nil
+	return watchMem(ctx, m.pub, func(w memWrite) (uint64, Record) { return w.seq, w.rec }), nil
 }
 
-type memWatcher struct {
-	updates chan Record
+// ReadEpoch implements Store.
+func (m *MemStore) ReadEpoch(ctx context.Context) (EpochRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return EpochRecord{}, err
+	}
+	return m.epoch.Load(), nil
+}
+
+// WriteEpoch implements Store.
+func (m *MemStore) WriteEpoch(ctx context.Context, e EpochRecord, rev uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.epoch.Load().Revision != rev {
+		return 0, ErrConflict
+	}
+	m.seq++
+	e.Revision = m.seq
+	m.epoch.Store(e)
+	return m.seq, nil
+}
+
+// PutEpoch overwrites the epoch record unconditionally, as another writer of the key
+// could; tests use it to play one.
+func (m *MemStore) PutEpoch(e EpochRecord) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	e.Revision = m.seq
+	m.epoch.Store(e)
+	return m.seq
+}
+
+// WatchEpoch implements Store.
+func (m *MemStore) WatchEpoch(ctx context.Context) (EpochWatcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return watchMem(ctx, m.epoch, func(e EpochRecord) (uint64, EpochRecord) { return e.Revision, e }), nil
+}
+
+// memWatcher delivers what a notify.Value holds, at once and on every write (told
+// apart by its sequence), as a KV watch does.
+type memWatcher[T any] struct {
+	updates chan T
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-func (w *memWatcher) Updates() <-chan Record { return w.updates }
+func watchMem[V, T any](ctx context.Context, pub *notify.Value[V], view func(V) (uint64, T)) *memWatcher[T] {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &memWatcher[T]{updates: make(chan T, 1), cancel: cancel, done: make(chan struct{})}
+	go runMemWatch(ctx, w, pub, view)
+	return w
+}
 
-func (w *memWatcher) Stop() {
+func (w *memWatcher[T]) Updates() <-chan T { return w.updates }
+
+func (w *memWatcher[T]) Stop() {
 	w.cancel()
 	<-w.done
 }
 
-func (w *memWatcher) run(ctx context.Context, m *MemStore) {
+func runMemWatch[V, T any](ctx context.Context, w *memWatcher[T], pub *notify.Value[V], view func(V) (uint64, T)) {
 	defer close(w.done)
 	defer close(w.updates)
 	var last uint64
 	first := true
 	for {
-		cur, changed := m.pub.Watch()
-		if first || cur.seq != last {
-			first, last = false, cur.seq
+		cur, changed := pub.Watch()
+		if seq, v := view(cur); first || seq != last {
+			first, last = false, seq
 			select {
-			case w.updates <- cur.rec:
+			case w.updates <- v:
 			case <-ctx.Done():
 				return
 			}

@@ -14,7 +14,9 @@ const (
 	OpCreate
 	OpUpdate
 	OpDelete
-	OpPublish // write our lease period beside the record (Store.Publish)
+	OpPublish    // write our lease period beside the record (Store.Publish)
+	OpReadEpoch  // read the epoch record (Store.ReadEpoch)
+	OpWriteEpoch // compare-and-swap the epoch record (Store.WriteEpoch)
 )
 
 func (k OpKind) String() string {
@@ -29,6 +31,10 @@ func (k OpKind) String() string {
 		return "delete"
 	case OpPublish:
 		return "publish the lease period"
+	case OpReadEpoch:
+		return "read the epoch"
+	case OpWriteEpoch:
+		return "write the epoch"
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -39,8 +45,8 @@ type Purpose uint8
 
 const (
 	PurposeClaim   Purpose = iota + 1 // take the lease: the reads, creates and takeovers of a claim or a standby
-	PurposeRenewal                    // keep the lease we hold: renewals, the reads and creates after a conflict or an eviction, publishing our period
-	PurposeRelease                    // give it up: the delete and the reads after it conflicts
+	PurposeRenewal                    // keep the lease we hold: renewals, the reads and creates after a conflict or an eviction, publishing our period, settling and bumping the epoch
+	PurposeRelease                    // give it up: the delete and the reads after it conflicts, marking the epoch draining and drained
 )
 
 func (p Purpose) String() string {
@@ -61,8 +67,9 @@ type Op struct {
 	Kind     OpKind
 	Purpose  Purpose
 	Holder   Holder        // create, update
-	Revision uint64        // update, delete
+	Revision uint64        // update, delete, write epoch (the epoch record's; 0: none)
 	Period   Period        // publish
+	Epoch    EpochRecord   // write epoch: the record to write (its Revision unused)
 	Timeout  time.Duration // cut the call off after this
 }
 
@@ -70,6 +77,8 @@ func (o Op) String() string {
 	switch o.Kind {
 	case OpUpdate, OpDelete:
 		return fmt.Sprintf("%s at revision %d", o.Kind, o.Revision)
+	case OpWriteEpoch:
+		return fmt.Sprintf("write epoch %d (%s) at revision %d", o.Epoch.Epoch, o.Epoch.State, o.Revision)
 	}
 	return o.Kind.String()
 }
@@ -78,7 +87,8 @@ func (o Op) String() string {
 // surely not committed; any other error: unknown.
 type Result struct {
 	ID     uint64
-	Rev    uint64 // create, update
-	Record Record // read
+	Rev    uint64      // create, update, write epoch
+	Record Record      // read
+	Epoch  EpochRecord // read epoch
 	Err    error
 }

@@ -6,19 +6,25 @@ import (
 )
 
 // Output is everything one step asks of the driver, to be carried out in this order:
-// log and count the events, run the call, turn the watch on or off, arm the timers at
-// the deadlines, move the gate, then broadcast the role change. The zero value of each
-// field asks nothing.
+// log and count the events, run the call, turn the watches on or off, arm the timers at
+// the deadlines, move the gate, then broadcast the role change and the epoch change.
+// The zero value of each field asks nothing.
 type Output struct {
 	Moves  []Move // the sub-states the step went through, for a debug log
 	Events []Event
 	Op     *Op // run it now; nil: nothing to run
 	Watch  WatchMove
+	// EpochWatch turns the watch of the epoch record on or off; while on, the driver
+	// reports every record it sees with ObserveEpoch.
+	EpochWatch WatchMove
 	// Deadlines are when Tick is next needed (all of them, after this step); arm the
 	// timers at them.
 	Deadlines Deadlines
 	Gate      GateMove
 	Role      Role // the role change to broadcast; RoleNone: none
+	// EpochChanged is the epoch the engine now serves under when it changed while
+	// serving (a deferred bump, a lease taken again): broadcast it. 0: no change.
+	EpochChanged uint64
 }
 
 // Move is one transition: a row of the table above Machine.
@@ -107,6 +113,7 @@ func (k RoleKind) String() string {
 type Role struct {
 	Kind     RoleKind
 	Revision uint64 // serving: our revision
+	Epoch    uint64 // serving: the epoch it serves under
 	Restored bool   // serving: after a fence
 	Holder   Holder // standing by, lost: the other engine
 	Err      error  // claim failed: *AlreadyServingError or *StandbyTimeoutError
@@ -119,12 +126,13 @@ type Deadlines struct {
 	Takeover time.Time // one silent lease period after the revision seen
 	Standby  time.Time // standby timeout
 	Retry    time.Time // retry a claim read that failed
+	Epoch    time.Time // serving: the deferred epoch bump, or a settle to try again
 }
 
 // Next is the earliest non-zero deadline, or zero.
 func (d Deadlines) Next() time.Time {
 	var next time.Time
-	for _, t := range []time.Time{d.Renew, d.Fence, d.Takeover, d.Standby, d.Retry} {
+	for _, t := range []time.Time{d.Renew, d.Fence, d.Takeover, d.Standby, d.Retry, d.Epoch} {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}

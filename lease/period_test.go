@@ -82,13 +82,23 @@ func TestHolderPublishesItsPeriodBeforeServing(t *testing.T) {
 	if m.State() == StateServing || m.Revision() != rev {
 		t.Fatalf("state %v, revision %d while publishing: want not serving yet, holding %d", m.State(), m.Revision(), rev)
 	}
-	// A publish that fails still lets it serve; it publishes again after a renewal.
+	// A publish that fails still lets it serve (once its epoch is settled); it publishes
+	// again after a renewal.
 	out = m.Done(t0, Result{ID: out.Op.ID, Err: errors.New("broker away")})
-	if m.State() != StateServing {
-		t.Fatalf("state after a failed publish = %v, want serving", m.State())
-	}
 	if len(out.Events) != 1 || out.Events[0].Kind != EventStoreError {
 		t.Fatalf("events %+v, want one store_error", out.Events)
+	}
+	if out.Op == nil || out.Op.Kind != OpReadEpoch {
+		t.Fatalf("after the failed publish: %+v, want the epoch read", out.Op)
+	}
+	out = m.Done(t0, Result{ID: out.Op.ID}) // no epoch record
+	erev, err := store.WriteEpoch(context.Background(), out.Op.Epoch, out.Op.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Done(t0, Result{ID: out.Op.ID, Rev: erev})
+	if m.State() != StateServing {
+		t.Fatalf("state after a failed publish = %v, want serving", m.State())
 	}
 	at := t0.Add(longLease / 4)
 	out = m.Tick(at)

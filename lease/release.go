@@ -3,22 +3,24 @@ package lease
 import "time"
 
 // release starts a clean release: a watcher stops at once; a call in flight is waited
-// for; a lease that is ours (or turns out to be) is deleted at our revision.
+// for; a lease that is ours (or turns out to be) is deleted at our revision, and a
+// release from serving marks the epoch record draining just before (releaseDelete).
 func (m *Machine) release(out *Output, now time.Time) {
 	switch m.sub {
 	case unstarted, claimRetryWait, claimWatching, watchRetryWait, standingBy, standbyRetryWait, refused:
 		out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
 		m.to(out, released)
 	case claimReading, creating, watchReading, watchCreating, takingOver,
-		standbyReading, standbyCreating, standbyTakingOver, publishing, standbyPublishing:
+		standbyReading, standbyCreating, standbyTakingOver, publishing, standbyPublishing,
+		settlingEpoch, standbySettlingEpoch:
 		m.to(out, releasingClaim)
 	case holding:
-		m.deleteOp(out, now, releasing)
+		m.releaseDelete(out, now, releasing)
 	case fenced:
 		m.deleteOp(out, now, fencedReleasing)
-	case renewing, renewReading, renewCreating, republishing:
+	case renewing, renewReading, renewCreating, republishing, advancingEpoch:
 		m.to(out, releasing)
-	case fencedRenewing, fencedReading, fencedCreating, fencedPublishing, evictedReading:
+	case fencedRenewing, fencedReading, fencedCreating, fencedPublishing, fencedSettlingEpoch, evictedReading:
 		m.to(out, fencedReleasing)
 	case evicted:
 		// The call in flight was sent before the eviction: its success must not make
@@ -42,6 +44,23 @@ func (m *Machine) releaseDone(out *Output, now time.Time, d done) {
 		stay = fencedReleasing
 	}
 	switch {
+	case (d.op.Kind == OpReadEpoch || d.op.Kind == OpWriteEpoch) && d.op.Purpose == PurposeRelease && m.sub == releasing:
+		m.markDone(out, now, d)
+
+	case d.op.Kind == OpReadEpoch || d.op.Kind == OpWriteEpoch:
+		// A mark cut short by the fence (a successful one still stands), or a settle's
+		// call sent before the release, whose outcome the release does not need: the
+		// mark that follows reads the record again if it moved.
+		if d.op.Purpose == PurposeRelease && d.op.Kind == OpWriteEpoch && d.res.Err == nil {
+			m.epochRec, m.marked = d.op.Epoch, true
+			m.epochRec.Revision = d.res.Rev
+		}
+		if stay == releasingClaim {
+			m.deleteOp(out, now, stay)
+			return
+		}
+		m.releaseDelete(out, now, stay)
+
 	case d.op.Kind == OpDelete:
 		switch {
 		case d.res.Err == nil:
@@ -74,14 +93,14 @@ func (m *Machine) releaseDone(out *Output, now time.Time, d done) {
 		// time its silence.
 		switch {
 		case d.op.Kind == OpRead && d.res.Err == nil && !rec.Free() && rec.Holder == m.cfg.Me:
-			m.take(out, now, m.takeSent, rec.Revision)
+			m.take(out, now, m.takeSent, rec.Revision, m.takeUpdate)
 		case d.op.Kind != OpRead && d.res.Err == nil:
 			kind := EventAcquired
 			if d.op.Kind == OpUpdate {
 				kind = EventTookOver
 			}
 			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: d.res.Rev})
-			m.take(out, now, d.sent, d.res.Rev)
+			m.take(out, now, d.sent, d.res.Rev, d.op.Kind == OpUpdate)
 		default:
 			out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
 			m.to(out, released)
@@ -89,19 +108,19 @@ func (m *Machine) releaseDone(out *Output, now time.Time, d done) {
 
 	case d.op.Kind == OpPublish:
 		m.published(out, d)
-		m.deleteOp(out, now, stay)
+		m.releaseDelete(out, now, stay)
 
 	case d.op.Kind == OpRead: // a renewal's, sent before the release
 		switch {
 		case d.res.Err != nil:
 			m.renewFailed(out, now, d.res.Err)
-			m.deleteOp(out, now, stay)
+			m.releaseDelete(out, now, stay)
 		case rec.Free():
 			out.Events = append(out.Events, Event{Kind: EventReleaseSkipped})
 			m.to(out, released)
 		case rec.Holder == m.cfg.Me:
 			m.rev = rec.Revision
-			m.deleteOp(out, now, stay)
+			m.releaseDelete(out, now, stay)
 		default:
 			m.lose(out, rec)
 		}
@@ -111,6 +130,7 @@ func (m *Machine) releaseDone(out *Output, now time.Time, d done) {
 		case d.res.Err == nil:
 			if d.op.Kind == OpCreate {
 				m.unpublished = true
+				m.retaken(d.sent)
 			}
 			m.rev = d.res.Rev
 			if d.sent.After(m.lastOK) {
@@ -118,18 +138,18 @@ func (m *Machine) releaseDone(out *Output, now time.Time, d done) {
 			}
 			out.Events = append(out.Events, Event{Kind: EventRenewed, Revision: d.res.Rev})
 			next := stay
-			if m.sub == fencedReleasing && now.Before(m.fenceAt()) {
+			if m.sub == fencedReleasing && now.Before(m.fenceAt()) && m.due != epochToSettle {
 				next = releasing
 				out.Events = append(out.Events, Event{Kind: EventRestored, Revision: d.res.Rev})
 			}
-			m.deleteOp(out, now, next)
+			m.releaseDelete(out, now, next)
 		case d.conflict && d.op.Kind == OpUpdate:
 			m.issueAt(out, now, d.sent, stay, m.renewalOp(OpRead, 0))
 		case d.conflict:
 			m.lose(out, Record{})
 		default:
 			m.renewFailed(out, now, d.res.Err)
-			m.deleteOp(out, now, stay)
+			m.releaseDelete(out, now, stay)
 		}
 	}
 }

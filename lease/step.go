@@ -14,23 +14,28 @@ type done struct {
 // timers, gate and role, from where the step began and where it ended.
 func (m *Machine) step(in Input, now time.Time, handle func(*Output)) Output {
 	var out Output
-	from, lastOK := m.sub, m.lastOK
+	b := before{from: m.sub, lastOK: m.lastOK, epoch: m.epoch, epochWatch: m.WatchingEpoch()}
 	m.in = in
 	handle(&out)
 	m.in = InputDeadline
 	m.evaluate(&out, now)
-	m.finish(&out, now, from, lastOK)
+	m.finish(&out, now, b)
 	return out
 }
 
-func (m *Machine) finish(out *Output, now time.Time, from SubState, lastOK time.Time) {
+// before is what a step began with.
+type before struct {
+	from       SubState
+	lastOK     time.Time
+	epoch      uint64
+	epochWatch bool
+}
+
+func (m *Machine) finish(out *Output, now time.Time, b before) {
+	from, lastOK := b.from, b.lastOK
 	was, is := from.attrs(), m.sub.attrs()
-	switch {
-	case !was.watch && is.watch:
-		out.Watch = WatchOn
-	case was.watch && !is.watch:
-		out.Watch = WatchOff
-	}
+	out.Watch = watchMove(was.watch, is.watch)
+	out.EpochWatch = watchMove(b.epochWatch, m.WatchingEpoch())
 	out.Deadlines = m.Deadlines()
 	switch {
 	case is.state == StateServing && (was.state != StateServing || !m.lastOK.Equal(lastOK)):
@@ -47,7 +52,23 @@ func (m *Machine) finish(out *Output, now time.Time, from SubState, lastOK time.
 	case is.state != was.state:
 		out.Role = m.roleOf(m.sub, was.state)
 	}
+	if is.state == StateServing && was.state == StateServing && m.epoch != b.epoch {
+		out.EpochChanged = m.epoch
+	}
+	if is.state == StateServing && was.state != StateServing && m.due == epochToSettle {
+		m.report(out, &TransitionError{From: from, To: m.sub, Input: m.in, Reason: "serving under an epoch not settled"})
+	}
 	m.check(out, now)
+}
+
+func watchMove(was, is bool) WatchMove {
+	switch {
+	case !was && is:
+		return WatchOn
+	case was && !is:
+		return WatchOff
+	}
+	return WatchKeep
 }
 
 // check reports a broken invariant of the table's.
@@ -97,8 +118,10 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, next SubState, op Op
 	m.nextID++
 	op.ID = m.nextID
 	op.Timeout = m.cfg.RenewEvery()
-	if op.Kind == OpPublish {
-		// A publish must not hold up serving, or the renewal after it, for long.
+	switch op.Kind {
+	case OpPublish, OpReadEpoch, OpWriteEpoch:
+		// Between taking the lease and serving come a publish, an epoch read and a write:
+		// together they must not hold up serving, or the renewal after them, for long.
 		op.Timeout /= 4
 	}
 	m.inflight, m.sentAt = &op, sent
@@ -106,7 +129,7 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, next SubState, op Op
 	case op.Kind == OpUpdate && op.Purpose == PurposeRenewal && sent.Equal(now):
 		m.nextRenew = now.Add(m.cfg.RenewEvery())
 	case (op.Kind == OpCreate || op.Kind == OpUpdate) && op.Purpose == PurposeClaim:
-		m.takeSent = sent
+		m.takeSent, m.takeUpdate = sent, op.Kind == OpUpdate
 	}
 	out.Op = &op
 	m.to(out, next)
@@ -123,8 +146,11 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 	}
 	switch m.sub {
 	case holding, fenced:
-		if !now.Before(m.nextRenew) {
+		switch {
+		case !now.Before(m.nextRenew):
 			m.issue(out, now, renewingIn[m.sub == holding], m.renewalOp(OpUpdate, m.rev))
+		case m.sub == holding && m.due != epochSettled && !now.Before(m.bumpAt):
+			m.settle(out, now, advancingEpoch)
 		}
 	case claimRetryWait, watchRetryWait, standbyRetryWait:
 		if !now.Before(m.retryAt) {

@@ -58,6 +58,17 @@ type Store interface {
 	// key never written (or gone without a marker) may deliver nothing until it is:
 	// a watch never reports a free lease it cannot vouch for.
 	Watch(ctx context.Context) (Watcher, error)
+
+	// ReadEpoch returns the epoch record beside the lease; no record is the zero
+	// EpochRecord. A value that is not an epoch record is an *EpochValueError.
+	ReadEpoch(ctx context.Context) (EpochRecord, error)
+	// WriteEpoch writes e (its Revision is ignored) if the record is at revision rev,
+	// rev 0 meaning there is none, and returns the new revision; otherwise ErrConflict.
+	// It never touches the lease record or its revision, nor they it.
+	WriteEpoch(ctx context.Context, e EpochRecord, rev uint64) (uint64, error)
+	// WatchEpoch delivers the epoch record at once, then every change of it, as Watch
+	// does for the lease; a deleted or unreadable record comes with its revision only.
+	WatchEpoch(ctx context.Context) (EpochWatcher, error)
 }
 
 // Watcher delivers lease records.

@@ -30,9 +30,12 @@ const (
 	standbyCreating
 	standbyTakingOver
 
-	// The lease is ours; our lease period is published before we serve.
+	// The lease is ours; our lease period is published, then the epoch settled, before
+	// we serve.
 	publishing
 	standbyPublishing
+	settlingEpoch
+	standbySettlingEpoch
 
 	// Serving.
 	holding
@@ -40,6 +43,7 @@ const (
 	renewReading
 	renewCreating
 	republishing
+	advancingEpoch
 
 	// Fenced: the lease may be ours, we serve nothing.
 	fenced
@@ -47,6 +51,7 @@ const (
 	fencedReading
 	fencedCreating
 	fencedPublishing
+	fencedSettlingEpoch
 	evicted
 	evictedReading
 
@@ -55,6 +60,7 @@ const (
 	releasing
 	fencedReleasing
 	evictedReleasing
+	markingDrained // released; the epoch record is marked drained
 
 	// Terminal.
 	refused
@@ -77,7 +83,10 @@ func calls(kinds ...OpKind) callKinds {
 
 func (c callKinds) has(k OpKind) bool { return c&(1<<k) != 0 }
 
-var anyCall = calls(OpRead, OpCreate, OpUpdate, OpDelete, OpPublish)
+var (
+	anyCall    = calls(OpRead, OpCreate, OpUpdate, OpDelete, OpPublish, OpReadEpoch, OpWriteEpoch)
+	epochCalls = calls(OpReadEpoch, OpWriteEpoch)
+)
 
 // attrs are what a sub-state implies; the machine derives State, the watch, the calls
 // it may have in flight and the deadlines it keeps from them.
@@ -112,28 +121,35 @@ var subStates = [numSubStates]attrs{
 
 	publishing:        {name: "publishing-period", state: StateIdle, watch: true, renews: true, calls: calls(OpPublish)},
 	standbyPublishing: {name: "standby-publishing-period", state: StateStandby, watch: true, renews: true, calls: calls(OpPublish)},
+	settlingEpoch:     {name: "settling-epoch", state: StateIdle, watch: true, renews: true, calls: epochCalls},
+	standbySettlingEpoch: {name: "standby-settling-epoch", state: StateStandby, watch: true, renews: true,
+		calls: epochCalls},
 
 	holding:      {name: "holding", state: StateServing, watch: true, renews: true},
 	renewing:     {name: "renewing", state: StateServing, watch: true, renews: true, calls: calls(OpUpdate)},
 	renewReading: {name: "renew-reading", state: StateServing, watch: true, renews: true, calls: calls(OpRead)},
 	renewCreating: {name: "renew-creating", state: StateServing, watch: true, renews: true,
 		calls: calls(OpCreate)},
-	republishing: {name: "republishing-period", state: StateServing, watch: true, renews: true, calls: calls(OpPublish)},
+	republishing:   {name: "republishing-period", state: StateServing, watch: true, renews: true, calls: calls(OpPublish)},
+	advancingEpoch: {name: "advancing-epoch", state: StateServing, watch: true, renews: true, calls: epochCalls},
 
 	fenced:           {name: "fenced", state: StateFenced, watch: true, renews: true},
 	fencedRenewing:   {name: "fenced-renewing", state: StateFenced, watch: true, renews: true, calls: calls(OpUpdate)},
 	fencedReading:    {name: "fenced-renew-reading", state: StateFenced, watch: true, renews: true, calls: calls(OpRead)},
 	fencedCreating:   {name: "fenced-renew-creating", state: StateFenced, watch: true, renews: true, calls: calls(OpCreate)},
 	fencedPublishing: {name: "fenced-publishing-period", state: StateFenced, watch: true, renews: true, calls: calls(OpPublish)},
+	fencedSettlingEpoch: {name: "fenced-settling-epoch", state: StateFenced, watch: true, renews: true,
+		calls: epochCalls},
 	evicted: {name: "evicted", state: StateFenced, watch: true, renews: true,
-		calls: calls(OpRead, OpCreate, OpUpdate, OpPublish)},
+		calls: calls(OpRead, OpCreate, OpUpdate, OpPublish, OpReadEpoch, OpWriteEpoch)},
 	evictedReading: {name: "evicted-reading", state: StateFenced, watch: true, renews: true, calls: calls(OpRead)},
 
 	releasingClaim:  {name: "releasing-claim", state: StateIdle, calls: anyCall},
 	releasing:       {name: "releasing", state: StateServing, calls: anyCall},
 	fencedReleasing: {name: "fenced-releasing", state: StateFenced, calls: anyCall},
 	evictedReleasing: {name: "evicted-releasing", state: StateFenced,
-		calls: calls(OpRead, OpCreate, OpUpdate, OpPublish)},
+		calls: calls(OpRead, OpCreate, OpUpdate, OpPublish, OpReadEpoch, OpWriteEpoch)},
+	markingDrained: {name: "marking-drained", state: StateReleased, calls: epochCalls},
 
 	refused:  {name: "refused", state: StateIdle},
 	released: {name: "released", state: StateReleased},
@@ -157,7 +173,7 @@ func (s SubState) String() string {
 // State is the public state s is part of.
 func (s SubState) State() State { return s.attrs().state }
 
-// terminal: no input moves the machine on.
+// terminal: the lease is over (only a release's mark of the epoch, drained, follows).
 func (s SubState) terminal() bool { return s.State().Terminal() }
 
 // ended: the claim or the lease is over; only a Release (of a refused claim) moves on.
@@ -166,10 +182,11 @@ func (s SubState) ended() bool { return s == refused || s.terminal() }
 // fencedTwin is the sub-state a serving one becomes when the fence is due: the same call
 // in flight, serving nothing.
 var fencedTwin = map[SubState]SubState{
-	holding:       fenced,
-	renewing:      fencedRenewing,
-	renewReading:  fencedReading,
-	renewCreating: fencedCreating,
-	republishing:  fencedPublishing,
-	releasing:     fencedReleasing,
+	holding:        fenced,
+	renewing:       fencedRenewing,
+	renewReading:   fencedReading,
+	renewCreating:  fencedCreating,
+	republishing:   fencedPublishing,
+	advancingEpoch: fencedSettlingEpoch,
+	releasing:      fencedReleasing,
 }

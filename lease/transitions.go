@@ -10,11 +10,12 @@ import (
 type Input uint8
 
 const (
-	InputStart    Input = iota + 1 // Start
-	InputObserve                   // Observe: a record the watch delivered
-	InputDone                      // Done: the outcome of the call in flight
-	InputDeadline                  // a deadline reached: checked on Tick and after every other input
-	InputRelease                   // Release
+	InputStart       Input = iota + 1 // Start
+	InputObserve                      // Observe: a record the watch delivered
+	InputDone                         // Done: the outcome of the call in flight
+	InputDeadline                     // a deadline reached: checked on Tick and after every other input
+	InputRelease                      // Release
+	InputMarkDrained                  // MarkDrained: the handover's drain is over
 )
 
 func (in Input) String() string {
@@ -29,6 +30,8 @@ func (in Input) String() string {
 		return "Deadline"
 	case InputRelease:
 		return "Release"
+	case InputMarkDrained:
+		return "MarkDrained"
 	}
 	return fmt.Sprintf("Input(%d)", uint8(in))
 }
@@ -150,16 +153,33 @@ var transitions = []transition{
 	{standbyTakingOver, InputDone, "update: conflict or unknown", standbyReading},
 	{standbyTakingOver, InputRelease, "", releasingClaim},
 
-	{publishing, InputDone, "publish: any outcome", holding},
+	{publishing, InputDone, "publish: any outcome", settlingEpoch},
 	{publishing, InputObserve, "a write not ours", evicted},
 	{publishing, InputRelease, "", releasingClaim},
 
-	{standbyPublishing, InputDone, "publish: any outcome", holding},
+	{standbyPublishing, InputDone, "publish: any outcome", standbySettlingEpoch},
 	{standbyPublishing, InputObserve, "a write not ours", evicted},
 	{standbyPublishing, InputRelease, "", releasingClaim},
 
+	{settlingEpoch, InputDone, "epoch read: bump it (write the next)", settlingEpoch},
+	{settlingEpoch, InputDone, "epoch read: another engine drains it (defer)", holding},
+	{settlingEpoch, InputDone, "epoch write: ok", holding},
+	{settlingEpoch, InputDone, "epoch write: conflict, < 2 writes (read)", settlingEpoch},
+	{settlingEpoch, InputDone, "epoch call: unknown, a second conflict, or the fence passed", fenced},
+	{settlingEpoch, InputObserve, "a write not ours", evicted},
+	{settlingEpoch, InputRelease, "", releasingClaim},
+
+	{standbySettlingEpoch, InputDone, "epoch read: bump it (write the next)", standbySettlingEpoch},
+	{standbySettlingEpoch, InputDone, "epoch read: another engine drains it (defer)", holding},
+	{standbySettlingEpoch, InputDone, "epoch write: ok", holding},
+	{standbySettlingEpoch, InputDone, "epoch write: conflict, < 2 writes (read)", standbySettlingEpoch},
+	{standbySettlingEpoch, InputDone, "epoch call: unknown, a second conflict, or the fence passed", fenced},
+	{standbySettlingEpoch, InputObserve, "a write not ours", evicted},
+	{standbySettlingEpoch, InputRelease, "", releasingClaim},
+
 	{holding, InputDeadline, "renewal due", renewing},
 	{holding, InputDeadline, "fence due", fenced},
+	{holding, InputDeadline, "epoch due", advancingEpoch},
 	{holding, InputObserve, "a write not ours", evictedReading},
 	{holding, InputRelease, "", releasing},
 
@@ -179,8 +199,7 @@ var transitions = []transition{
 	{renewReading, InputObserve, "a write not ours", evicted},
 	{renewReading, InputRelease, "", releasing},
 
-	{renewCreating, InputDone, "create: ok, our period to publish", republishing},
-	{renewCreating, InputDone, "create: ok, no time to publish", holding},
+	{renewCreating, InputDone, "create: ok (settle the epoch)", advancingEpoch},
 	{renewCreating, InputDone, "create: conflict", lost},
 	{renewCreating, InputDone, "create: unknown", holding},
 	{renewCreating, InputDeadline, "fence due", fencedCreating},
@@ -192,12 +211,23 @@ var transitions = []transition{
 	{republishing, InputObserve, "a write not ours", evicted},
 	{republishing, InputRelease, "", releasing},
 
+	{advancingEpoch, InputDone, "epoch read: bump it (write the next)", advancingEpoch},
+	{advancingEpoch, InputDone, "epoch read: another engine drains it (defer)", holding},
+	{advancingEpoch, InputDone, "epoch read: our write landed", holding},
+	{advancingEpoch, InputDone, "epoch write: ok", holding},
+	{advancingEpoch, InputDone, "epoch write: conflict, < 2 writes (read)", advancingEpoch},
+	{advancingEpoch, InputDone, "epoch call: unknown, a second conflict, or the fence passed (later)", holding},
+	{advancingEpoch, InputDeadline, "fence due", fencedSettlingEpoch},
+	{advancingEpoch, InputObserve, "a write not ours", evicted},
+	{advancingEpoch, InputRelease, "", releasing},
+
 	{fenced, InputDeadline, "renewal due", fencedRenewing},
 	{fenced, InputObserve, "a write not ours", evictedReading},
 	{fenced, InputRelease, "", fencedReleasing},
 
 	{fencedRenewing, InputDone, "update: ok in time", holding},
 	{fencedRenewing, InputDone, "update: ok in time, our period to publish", republishing},
+	{fencedRenewing, InputDone, "update: ok in time, the epoch to settle", fencedSettlingEpoch},
 	{fencedRenewing, InputDone, "update: ok too late", fenced},
 	{fencedRenewing, InputDone, "update: conflict", fencedReading},
 	{fencedRenewing, InputDone, "update: unknown", fenced},
@@ -211,8 +241,7 @@ var transitions = []transition{
 	{fencedReading, InputObserve, "a write not ours", evicted},
 	{fencedReading, InputRelease, "", fencedReleasing},
 
-	{fencedCreating, InputDone, "create: ok in time, our period to publish", republishing},
-	{fencedCreating, InputDone, "create: ok in time, no time to publish", holding},
+	{fencedCreating, InputDone, "create: ok in time (settle the epoch)", fencedSettlingEpoch},
 	{fencedCreating, InputDone, "create: ok too late", fenced},
 	{fencedCreating, InputDone, "create: conflict", lost},
 	{fencedCreating, InputDone, "create: unknown", fenced},
@@ -223,6 +252,15 @@ var transitions = []transition{
 	{fencedPublishing, InputObserve, "a write not ours", evicted},
 	{fencedPublishing, InputRelease, "", fencedReleasing},
 
+	{fencedSettlingEpoch, InputDone, "epoch read: bump it (write the next)", fencedSettlingEpoch},
+	{fencedSettlingEpoch, InputDone, "epoch read: another engine drains it (defer)", holding},
+	{fencedSettlingEpoch, InputDone, "epoch read: our write landed", holding},
+	{fencedSettlingEpoch, InputDone, "epoch write: ok", holding},
+	{fencedSettlingEpoch, InputDone, "epoch write: conflict, < 2 writes (read)", fencedSettlingEpoch},
+	{fencedSettlingEpoch, InputDone, "epoch call: unknown, a second conflict, or the fence passed", fenced},
+	{fencedSettlingEpoch, InputObserve, "a write not ours", evicted},
+	{fencedSettlingEpoch, InputRelease, "", fencedReleasing},
+
 	{evicted, InputDone, "update or create: ok (counted, no restore)", evictedReading},
 	{evicted, InputDone, "update: conflict", evictedReading},
 	{evicted, InputDone, "any call: unknown", evictedReading},
@@ -231,6 +269,7 @@ var transitions = []transition{
 	{evicted, InputDone, "read: ours (renew at it)", evicted},
 	{evicted, InputDone, "read: another holder", lost},
 	{evicted, InputDone, "create: conflict", lost},
+	{evicted, InputDone, "epoch call: any outcome", evictedReading},
 	{evicted, InputRelease, "", evictedReleasing},
 
 	{evictedReading, InputDone, "read: ours", fencedRenewing},
@@ -249,6 +288,7 @@ var transitions = []transition{
 	{releasingClaim, InputDone, "delete: conflict (read)", releasingClaim},
 	{releasingClaim, InputDone, "release read: ours, < 3 deletes (delete)", releasingClaim},
 	{releasingClaim, InputDone, "release read: other, or unknown", released},
+	{releasingClaim, InputDone, "epoch call: any outcome (delete)", releasingClaim},
 
 	{releasing, InputDone, "renewal: ok (delete)", releasing},
 	{releasing, InputDone, "renewal: update conflict (read)", releasing},
@@ -261,10 +301,16 @@ var transitions = []transition{
 	{releasing, InputDone, "delete: conflict (read)", releasing},
 	{releasing, InputDone, "release read: ours, < 3 deletes (delete)", releasing},
 	{releasing, InputDone, "release read: other, or unknown", released},
+	{releasing, InputDone, "epoch settle: any outcome (mark draining, or delete)", releasing},
+	{releasing, InputDone, "mark draining: ok or unknown (delete)", releasing},
+	{releasing, InputDone, "mark draining: conflict (read)", releasing},
+	{releasing, InputDone, "draining read: our epoch, < 2 marks (mark again)", releasing},
+	{releasing, InputDone, "draining read: moved on, or unknown (delete)", releasing},
 	{releasing, InputDeadline, "fence due", fencedReleasing},
 
 	{fencedReleasing, InputDone, "renewal: ok in time (delete)", releasing},
 	{fencedReleasing, InputDone, "renewal: ok too late (delete)", fencedReleasing},
+	{fencedReleasing, InputDone, "renewal: ok in time, the epoch to settle (delete)", fencedReleasing},
 	{fencedReleasing, InputDone, "renewal: update conflict (read)", fencedReleasing},
 	{fencedReleasing, InputDone, "renewal: unknown (delete)", fencedReleasing},
 	{fencedReleasing, InputDone, "renewal read: ours (delete at it)", fencedReleasing},
@@ -275,6 +321,7 @@ var transitions = []transition{
 	{fencedReleasing, InputDone, "delete: conflict (read)", fencedReleasing},
 	{fencedReleasing, InputDone, "release read: ours, < 3 deletes (delete)", fencedReleasing},
 	{fencedReleasing, InputDone, "release read: other, or unknown", released},
+	{fencedReleasing, InputDone, "epoch call: any outcome (delete)", fencedReleasing},
 
 	{evictedReleasing, InputDone, "renewal: ok (no restore; delete)", fencedReleasing},
 	{evictedReleasing, InputDone, "renewal: update conflict (read)", fencedReleasing},
@@ -283,6 +330,14 @@ var transitions = []transition{
 	{evictedReleasing, InputDone, "renewal read: free", released},
 	{evictedReleasing, InputDone, "renewal: another holder", lost},
 	{evictedReleasing, InputDone, "publish: any outcome (delete)", fencedReleasing},
+	{evictedReleasing, InputDone, "epoch call: any outcome (delete)", fencedReleasing},
+
+	{released, InputMarkDrained, "the record marked draining", markingDrained},
+
+	{markingDrained, InputDone, "mark drained: ok or unknown", released},
+	{markingDrained, InputDone, "mark drained: conflict (read)", markingDrained},
+	{markingDrained, InputDone, "drained read: still ours, < 2 marks (mark again)", markingDrained},
+	{markingDrained, InputDone, "drained read: moved on, or unknown", released},
 
 	{refused, InputRelease, "", released},
 }

@@ -61,31 +61,59 @@ func (f *fx) held(h Holder) Record      { return Record{Holder: h, Revision: f.n
 func (f *fx) ours() Record              { return f.held(fxMe) }
 func (f *fx) seenAgain(h Holder) Record { return Record{Holder: h, Revision: f.m.seen.Revision + 1} }
 
+// The epoch records of the fixture: none, and one of epoch n by h in state st at a
+// revision of its own.
+func (f *fx) readEpoch(rec EpochRecord) Output { return f.result(Result{Epoch: rec}) }
+func (f *fx) epochOf(n uint64, h Holder, st EpochState) EpochRecord {
+	return EpochRecord{Epoch: n, InstanceID: h.InstanceID, State: st, Revision: f.next()}
+}
+func (f *fx) observeEpoch(rec EpochRecord) Output { return f.m.ObserveEpoch(f.now, rec) }
+func (f *fx) markDrained() Output                 { return f.m.MarkDrained(f.now) }
+
+// deferred settles the epoch after the take by deferring to old's drain of epoch 4.
+func (f *fx) deferred() { f.readEpoch(f.epochOf(4, fxOld, EpochDraining)) }
+
+// releaseDeleting releases, and lets the draining mark of a release from serving land:
+// the delete is in flight.
+func releaseDeleting(f *fx) {
+	f.release()
+	if op := f.m.InFlight(); op != nil && op.Kind == OpWriteEpoch {
+		f.ok()
+	}
+}
+
 // paths drive a fresh machine to each sub-state, from the one before it.
 func paths() map[SubState]func(f *fx) {
 	return map[SubState]func(f *fx){
-		unstarted:         func(f *fx) {},
-		claimReading:      func(f *fx) { f.start() },
-		claimRetryWait:    func(f *fx) { f.via(claimReading).unknown() },
-		creating:          func(f *fx) { f.via(claimReading).read(Record{}) },
-		claimWatching:     func(f *fx) { f.via(claimReading).read(f.held(fxPeer)) },
-		watchReading:      func(f *fx) { f.via(claimWatching).tickAt(f.m.takeoverAt()) },
-		watchRetryWait:    func(f *fx) { f.via(watchReading).unknown() },
-		watchCreating:     func(f *fx) { f.via(claimWatching).observe(Record{}) },
-		takingOver:        func(f *fx) { f.via(watchReading).read(f.m.seen) },
-		standingBy:        func(f *fx) { f.via(claimReading).read(f.held(fxOld)) },
-		standbyReading:    func(f *fx) { f.via(standingBy).tickAt(f.m.takeoverAt()) },
-		standbyRetryWait:  func(f *fx) { f.via(standbyReading).unknown() },
-		standbyCreating:   func(f *fx) { f.via(standingBy).observe(Record{}) },
-		standbyTakingOver: func(f *fx) { f.via(standbyReading).read(f.m.seen) },
-		publishing:        func(f *fx) { f.via(creating).ok() },
-		standbyPublishing: func(f *fx) { f.via(standbyCreating).ok() },
-		holding:           func(f *fx) { f.via(publishing).ok() },
-		renewing:          func(f *fx) { f.via(holding).tickAt(f.m.nextRenew) },
-		renewReading:      func(f *fx) { f.via(renewing).conflict() },
-		renewCreating:     func(f *fx) { f.via(renewReading).read(Record{}) },
+		unstarted:            func(f *fx) {},
+		claimReading:         func(f *fx) { f.start() },
+		claimRetryWait:       func(f *fx) { f.via(claimReading).unknown() },
+		creating:             func(f *fx) { f.via(claimReading).read(Record{}) },
+		claimWatching:        func(f *fx) { f.via(claimReading).read(f.held(fxPeer)) },
+		watchReading:         func(f *fx) { f.via(claimWatching).tickAt(f.m.takeoverAt()) },
+		watchRetryWait:       func(f *fx) { f.via(watchReading).unknown() },
+		watchCreating:        func(f *fx) { f.via(claimWatching).observe(Record{}) },
+		takingOver:           func(f *fx) { f.via(watchReading).read(f.m.seen) },
+		standingBy:           func(f *fx) { f.via(claimReading).read(f.held(fxOld)) },
+		standbyReading:       func(f *fx) { f.via(standingBy).tickAt(f.m.takeoverAt()) },
+		standbyRetryWait:     func(f *fx) { f.via(standbyReading).unknown() },
+		standbyCreating:      func(f *fx) { f.via(standingBy).observe(Record{}) },
+		standbyTakingOver:    func(f *fx) { f.via(standbyReading).read(f.m.seen) },
+		publishing:           func(f *fx) { f.via(creating).ok() },
+		standbyPublishing:    func(f *fx) { f.via(standbyCreating).ok() },
+		settlingEpoch:        func(f *fx) { f.via(publishing).ok() },
+		standbySettlingEpoch: func(f *fx) { f.via(standbyPublishing).ok() },
+		holding:              func(f *fx) { f.via(settlingEpoch).readEpoch(EpochRecord{}); f.ok() },
+		advancingEpoch:       func(f *fx) { f.via(renewCreating).ok() },
+		fencedSettlingEpoch:  func(f *fx) { f.via(fencedCreating).ok() },
+		markingDrained:       func(f *fx) { f.via(holding).release(); f.ok(); f.ok(); f.markDrained() },
+		renewing:             func(f *fx) { f.via(holding).tickAt(f.m.nextRenew) },
+		renewReading:         func(f *fx) { f.via(renewing).conflict() },
+		renewCreating:        func(f *fx) { f.via(renewReading).read(Record{}) },
 		republishing: func(f *fx) {
 			f.via(publishing).unknown() // the publish failed: publish again after a renewal
+			f.readEpoch(EpochRecord{})
+			f.ok()
 			f.tickAt(f.m.nextRenew)
 			f.ok()
 		},
@@ -122,7 +150,7 @@ func (f *fx) via(s SubState) *fx {
 
 func reach(t *testing.T, s SubState) *fx {
 	t.Helper()
-	f := &fx{t: t, m: newMachine(t, Config{Me: fxMe, Lease: lease, StandbyTimeout: standby}), now: t0}
+	f := &fx{t: t, m: newMachine(t, Config{Me: fxMe, Lease: lease, StandbyTimeout: standby, Drain: drain}), now: t0}
 	return f.via(s)
 }
 
@@ -211,13 +239,11 @@ var byCondition = map[string]scenario{
 	"Done create: unknown":                                      each(unknown),
 	"Done publish: any outcome":                                 each(ok, unknown),
 	"Done update: ok, our period to publish":                    each(toPublish(ok)),
-	"Done create: ok, our period to publish":                    each(ok),
-	"Done create: ok, no time to publish":                       each(noRoom),
+	"Done create: ok (settle the epoch)":                        each(ok, noRoom),
 	"Done update: ok in time":                                   each(inTime),
 	"Done update: ok in time, our period to publish":            each(toPublish(inTime)),
 	"Done update: ok too late":                                  each(late),
-	"Done create: ok in time, our period to publish":            each(ok),
-	"Done create: ok in time, no time to publish":               each(noRoom),
+	"Done create: ok in time (settle the epoch)":                each(ok, noRoom),
 	"Done create: ok too late":                                  each(late),
 	"Deadline retry due":                                        each(func(f *fx) Output { return f.tickAt(f.m.retryAt) }),
 	"Deadline takeover due":                                     each(func(f *fx) Output { return f.tickAt(f.m.takeoverAt()) }),
@@ -334,15 +360,15 @@ func byRow() map[transition]scenario {
 			return append(releaseOf(reading, readBy(fxOther))(t, 0), releaseOf(creatingIt, conflict)(t, 0)...)
 		}
 		rows[key(s, InputDone, "publish: any outcome (delete)", s)] = releaseOf(publishingIt, ok, unknown)
-		rows[key(s, InputDone, "delete: ok or unknown", released)] = releaseOf(resting, ok, unknown)
-		rows[key(s, InputDone, "delete: conflict (read)", s)] = releaseOf(resting, delConflict)
+		rows[key(s, InputDone, "delete: ok or unknown", released)] = after(resting, releaseDeleting, ok, unknown)
+		rows[key(s, InputDone, "delete: conflict (read)", s)] = after(resting, releaseDeleting, delConflict)
 		rows[key(s, InputDone, "release read: ours, < 3 deletes (delete)", s)] = after(resting,
-			func(f *fx) { f.release(); f.conflict() }, readOurs)
+			func(f *fx) { releaseDeleting(f); f.conflict() }, readOurs)
 		rows[key(s, InputDone, "release read: other, or unknown", released)] = func(t *testing.T, _ SubState) []Output {
-			outs := after(resting, func(f *fx) { f.release(); f.conflict() }, free, readBy(fxOther), unknown)(t, 0)
+			outs := after(resting, func(f *fx) { releaseDeleting(f); f.conflict() }, free, readBy(fxOther), unknown)(t, 0)
 			// and the third delete that conflicts: the record is ours, but no more deletes
 			return append(outs, after(resting, func(f *fx) {
-				f.release()
+				releaseDeleting(f)
 				f.conflict()
 				f.read(f.ours())
 				f.conflict()
@@ -351,6 +377,7 @@ func byRow() map[transition]scenario {
 			}, readOurs)(t, 0)...)
 		}
 	}
+	epochRows(rows)
 	return rows
 }
 

@@ -23,7 +23,9 @@ func (c *cli) statusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Show which engine holds the lease of this NATS account",
 		Long: `status reads the engine lease (bucket ABI_ENGINE, key owner) and prints its holder,
-its revision and how long since it last changed. It never creates the bucket.`,
+its revision and how long since it last changed, and the epoch beside it (key epoch):
+the fencing token the shared backends check, who holds it and whether it is serving,
+draining or drained. It never creates the bucket.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := c.brokerFor(cmd, natsURL)
@@ -65,6 +67,10 @@ type leaseStatus struct {
 	// Revision is the revision of the key's last change, a release included.
 	Revision uint64
 	Changed  time.Time
+	// Epoch is the epoch record (none: no engine has settled one); EpochErr says why it
+	// could not be read (a value that is not an epoch record).
+	Epoch    lease.EpochRecord
+	EpochErr error
 }
 
 // readLease reads the key without creating the bucket: status must leave an account
@@ -83,19 +89,53 @@ func readLease(ctx context.Context, nc *nats.Conn) (leaseStatus, error) {
 	}
 	// History includes a delete marker, so a released lease still says when it was
 	// released; the bucket keeps one entry per key.
+	st := leaseStatus{BucketExists: true}
+	st.Epoch, err = readEpoch(ctx, kv)
+	switch {
+	case errors.Is(err, lease.ErrEpochValue):
+		st.EpochErr = err // shown, not fatal
+	case err != nil:
+		return leaseStatus{}, err
+	}
 	entries, err := kv.History(ctx, jetstreamstore.Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return leaseStatus{BucketExists: true}, nil
+		return st, nil
 	}
 	if err != nil {
 		return leaseStatus{}, err
 	}
 	last := entries[len(entries)-1]
-	st := leaseStatus{BucketExists: true, Written: true, Revision: last.Revision(), Changed: last.Created()}
+	st.Written, st.Revision, st.Changed = true, last.Revision(), last.Created()
 	if last.Operation() == jetstream.KeyValuePut {
 		st.Record = lease.Record{Holder: lease.DecodeHolder(last.Value()), Revision: last.Revision()}
 	}
 	return st, nil
+}
+
+// readEpoch reads the epoch key: the record (its revision also when its value is not
+// one: an *lease.EpochValueError), or none.
+func readEpoch(ctx context.Context, kv jetstream.KeyValue) (lease.EpochRecord, error) {
+	e, err := kv.Get(ctx, jetstreamstore.EpochKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return lease.EpochRecord{}, nil
+	case err != nil:
+		return lease.EpochRecord{}, fmt.Errorf("read the epoch: %w", err)
+	}
+	rec, err := lease.DecodeEpoch(e.Value())
+	rec.Revision = e.Revision()
+	return rec, err
+}
+
+// epochLine is the epoch as status prints it.
+func (s leaseStatus) epochLine() string {
+	switch {
+	case s.EpochErr != nil:
+		return fmt.Sprintf("unreadable (revision %d): %v", s.Epoch.Revision, s.EpochErr)
+	case s.Epoch.None():
+		return "none (no engine has served under an epoch here)"
+	}
+	return fmt.Sprintf("%d, %s by %s (revision %d)", s.Epoch.Epoch, s.Epoch.State, s.Epoch.InstanceID, s.Epoch.Revision)
 }
 
 func since(now, t time.Time) time.Duration {
@@ -108,9 +148,11 @@ func (s leaseStatus) print(w io.Writer, now time.Time) {
 		fmt.Fprintf(w, "no engine has ever held the lease on %s (bucket %s does not exist)\n", s.NATSURL, jetstreamstore.DefaultBucket)
 	case !s.Written:
 		fmt.Fprintf(w, "the lease is free: no engine has held it on %s since bucket %s was created\n", s.NATSURL, jetstreamstore.DefaultBucket)
+		fmt.Fprintf(w, "  epoch:     %s\n", s.epochLine())
 	case s.Record.Free():
 		fmt.Fprintf(w, "the lease is free: released at revision %d, %s ago (%s)\n",
 			s.Revision, since(now, s.Changed), s.Changed.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "  epoch:     %s\n", s.epochLine())
 	default:
 		h := s.Record.Holder
 		fmt.Fprintf(w, "held by %s\n", h)
@@ -122,6 +164,7 @@ func (s leaseStatus) print(w io.Writer, now time.Time) {
 		fmt.Fprintf(w, "  since:     %s\n", orUnknown(h.StartedAt))
 		fmt.Fprintf(w, "  revision:  %d\n", s.Revision)
 		fmt.Fprintf(w, "  changed:   %s ago (%s)\n", since(now, s.Changed), s.Changed.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "  epoch:     %s\n", s.epochLine())
 		if !h.Known() {
 			fmt.Fprintln(w, "  (the lease value is not an abi-engine holder record)")
 		}
@@ -153,6 +196,18 @@ type statusJSON struct {
 	Holder         *lease.Holder `json:"holder"`
 	ChangedAt      *string       `json:"changed_at"`
 	ChangedSeconds *float64      `json:"changed_seconds_ago"`
+	// Epoch is the epoch record, null while there is none; EpochError says why a value
+	// in the key could not be read as one.
+	Epoch      *epochStatusJSON `json:"epoch"`
+	EpochError string           `json:"epoch_error,omitempty"`
+}
+
+// epochStatusJSON is the epoch record in status --json.
+type epochStatusJSON struct {
+	Epoch      uint64 `json:"epoch"`
+	InstanceID string `json:"instance_id"`
+	State      string `json:"state"`
+	Revision   uint64 `json:"revision"`
 }
 
 func (s leaseStatus) JSON(now time.Time) statusJSON {
@@ -166,6 +221,13 @@ func (s leaseStatus) JSON(now time.Time) statusJSON {
 	if !s.Record.Free() {
 		h := s.Record.Holder
 		out.Holder = &h
+	}
+	switch {
+	case s.EpochErr != nil:
+		out.EpochError = s.EpochErr.Error()
+	case !s.Epoch.None():
+		out.Epoch = &epochStatusJSON{Epoch: s.Epoch.Epoch, InstanceID: s.Epoch.InstanceID,
+			State: s.Epoch.State.String(), Revision: s.Epoch.Revision}
 	}
 	if s.Written {
 		at := s.Changed.UTC().Format(time.RFC3339)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +141,55 @@ func TestStatusWithoutBroker(t *testing.T) {
 	r := runCLI(t, nil, "status", "--nats", srv.URL())
 	wantCode(t, r, exitRuntime)
 	wantContains(t, "stderr", r.stderr, "connect to NATS at "+srv.URL())
+}
+
+// TestStatusShowsTheEpoch: status prints the epoch record beside the lease (and --json
+// carries it), none before any engine settled one, and names a value that is not one.
+func TestStatusShowsTheEpoch(t *testing.T) {
+	srv := natstest.Start(t)
+	t.Chdir(t.TempDir())
+	ctx := context.Background()
+	store, err := jetstreamstore.Open(ctx, natstest.Connect(t, srv.URL()), jetstreamstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, nil, "status", "--nats", srv.URL())
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "epoch:     none")
+	r = runCLI(t, nil, "status", "--nats", srv.URL(), "--json")
+	if want := `"epoch": null`; !strings.Contains(r.stdout, want) {
+		t.Errorf("status --json without an epoch lacks %s:\n%s", want, r.stdout)
+	}
+
+	id := "fedcba9876543210fedcba9876543210"
+	if _, err := store.Create(ctx, lease.Holder{InstanceID: id}); err != nil {
+		t.Fatal(err)
+	}
+	erev, err := store.WriteEpoch(ctx, lease.EpochRecord{Epoch: 7, InstanceID: id, State: lease.EpochDraining}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, nil, "status", "--nats", srv.URL())
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "epoch:     7, draining by "+id+" (revision "+strconv.FormatUint(erev, 10)+")")
+	r = runCLI(t, nil, "status", "--nats", srv.URL(), "--json")
+	var got statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Epoch == nil || *got.Epoch != (epochStatusJSON{Epoch: 7, InstanceID: id, State: "draining", Revision: erev}) || got.EpochError != "" {
+		t.Fatalf("status --json epoch = %+v (error %q)", got.Epoch, got.EpochError)
+	}
+
+	if _, err := store.PutEpochValue(ctx, []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, nil, "status", "--nats", srv.URL())
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "epoch:     unreadable", `"junk"`, "not an epoch record")
+	r = runCLI(t, nil, "status", "--nats", srv.URL(), "--json")
+	got = statusJSON{}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Epoch != nil || !strings.Contains(got.EpochError, "not an epoch record") {
+		t.Fatalf("status --json of a foreign epoch value (%v): %s", err, r.stdout)
+	}
 }

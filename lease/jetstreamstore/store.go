@@ -1,6 +1,8 @@
 // Package jetstreamstore keeps the ownership lease in a JetStream KV bucket (design
 // §4.1): bucket ABI_ENGINE, key owner, history 1, file storage, no TTL, replicas from
-// configuration. It implements lease.Store.
+// configuration. It implements lease.Store. Beside the lease it keeps the holder's lease
+// period (key lease_period) and the epoch record (key epoch, design §4.7), which the
+// Python engines never read; a bucket recreated after a deletion starts without either.
 //
 // The bucket is opened by package jsbucket: an existing bucket with other settings is
 // refused, and a bucket deleted under a running engine is recreated after the next
@@ -33,6 +35,8 @@ const (
 	// PeriodKey holds the holder's lease period (lease.Period), beside the six-key
 	// record the Python engines read.
 	PeriodKey = "lease_period"
+	// EpochKey holds the epoch record (lease.EpochRecord, design §4.7).
+	EpochKey = "epoch"
 )
 
 // Config chooses the bucket. The zero value is the design's bucket with one replica.
@@ -263,36 +267,103 @@ func (s *Store) Put(ctx context.Context, value []byte) (uint64, error) {
 	return rev, classify(err, lease.ErrConflict)
 }
 
+// ReadEpoch implements lease.Store.
+func (s *Store) ReadEpoch(ctx context.Context) (lease.EpochRecord, error) {
+	e, err := s.kv.Get(ctx, EpochKey)
+	if absent(err) {
+		return lease.EpochRecord{}, nil
+	}
+	if err != nil {
+		return lease.EpochRecord{}, fmt.Errorf("jetstreamstore: read %s: %w", EpochKey, s.recover(err))
+	}
+	rec, err := lease.DecodeEpoch(e.Value())
+	if err != nil {
+		return lease.EpochRecord{}, fmt.Errorf("jetstreamstore: read %s (revision %d): %w", EpochKey, e.Revision(), err)
+	}
+	rec.Revision = e.Revision()
+	return rec, nil
+}
+
+// WriteEpoch implements lease.Store. Revision 0 creates the key (over a delete marker
+// too, as KV Create does); any other is a KV update at that revision.
+func (s *Store) WriteEpoch(ctx context.Context, e lease.EpochRecord, rev uint64) (uint64, error) {
+	var next uint64
+	err := jserr.Resend(ctx, func() (err error) {
+		if rev == 0 {
+			next, err = s.kv.Create(ctx, EpochKey, e.Encode())
+		} else {
+			next, err = s.kv.Update(ctx, EpochKey, e.Encode(), rev)
+		}
+		return err
+	})
+	if err = classify(s.recover(err), lease.ErrConflict); err != nil {
+		return 0, fmt.Errorf("write %s: %w", EpochKey, err)
+	}
+	return next, nil
+}
+
+// PutEpochValue writes a raw value to the epoch key, unconditionally. Tests use it to
+// plant a foreign value.
+func (s *Store) PutEpochValue(ctx context.Context, value []byte) (uint64, error) {
+	rev, err := s.kv.Put(ctx, EpochKey, value)
+	return rev, classify(err, lease.ErrConflict)
+}
+
+// epochRecord is the epoch record an entry of the key says; a delete or purge marker,
+// or a value that is not a record, is only its revision.
+func epochRecord(e jetstream.KeyValueEntry) lease.EpochRecord {
+	if e.Operation() != jetstream.KeyValuePut {
+		return lease.EpochRecord{Revision: e.Revision()}
+	}
+	rec, err := lease.DecodeEpoch(e.Value())
+	if err != nil {
+		return lease.EpochRecord{Revision: e.Revision()}
+	}
+	rec.Revision = e.Revision()
+	return rec
+}
+
 // retryWatch is how long the watch waits before it tries again after a failure.
 const retryWatch = 250 * time.Millisecond
 
 // Watch implements lease.Store. The watch survives reconnects: it is recreated each
 // time the connection comes back, and after any failure.
 func (s *Store) Watch(ctx context.Context) (lease.Watcher, error) {
+	return watchKey(ctx, s, Key, record)
+}
+
+// WatchEpoch implements lease.Store, as Watch does for the lease.
+func (s *Store) WatchEpoch(ctx context.Context) (lease.EpochWatcher, error) {
+	return watchKey(ctx, s, EpochKey, epochRecord)
+}
+
+func watchKey[T any](ctx context.Context, s *Store, key string, conv func(jetstream.KeyValueEntry) T) (*watcher[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{updates: make(chan lease.Record, 16), cancel: cancel, done: make(chan struct{})}
+	w := &watcher[T]{key: key, conv: conv, updates: make(chan T, 16), cancel: cancel, done: make(chan struct{})}
 	status := s.nc.StatusChanged(nats.CONNECTED)
 	go w.run(ctx, s, status)
 	return w, nil
 }
 
-type watcher struct {
-	updates chan lease.Record
+type watcher[T any] struct {
+	key     string
+	conv    func(jetstream.KeyValueEntry) T
+	updates chan T
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-func (w *watcher) Updates() <-chan lease.Record { return w.updates }
+func (w *watcher[T]) Updates() <-chan T { return w.updates }
 
-func (w *watcher) Stop() {
+func (w *watcher[T]) Stop() {
 	w.cancel()
 	<-w.done
 }
 
-func (w *watcher) run(ctx context.Context, s *Store, status chan nats.Status) {
+func (w *watcher[T]) run(ctx context.Context, s *Store, status chan nats.Status) {
 	defer close(w.done)
 	defer close(w.updates)
 	defer s.nc.RemoveStatusListener(status)
@@ -307,10 +378,10 @@ func (w *watcher) run(ctx context.Context, s *Store, status chan nats.Status) {
 }
 
 // watchOnce runs one KV watcher until it fails, the connection reconnects or ctx ends.
-func (w *watcher) watchOnce(ctx context.Context, s *Store, status chan nats.Status) {
+func (w *watcher[T]) watchOnce(ctx context.Context, s *Store, status chan nats.Status) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	kw, err := s.kv.Watch(wctx, Key)
+	kw, err := s.kv.Watch(wctx, w.key)
 	if err != nil {
 		return
 	}
@@ -330,7 +401,7 @@ func (w *watcher) watchOnce(ctx context.Context, s *Store, status chan nats.Stat
 				continue
 			}
 			select {
-			case w.updates <- record(e):
+			case w.updates <- w.conv(e):
 			case <-ctx.Done():
 				return
 			}

@@ -66,3 +66,17 @@ func (f *Flaky) Publish(ctx context.Context, p lease.Period) error {
 	}
 	return f.Store.Publish(ctx, p)
 }
+
+func (f *Flaky) ReadEpoch(ctx context.Context) (lease.EpochRecord, error) {
+	if f.failing.Load() {
+		return lease.EpochRecord{}, ErrInjected
+	}
+	return f.Store.ReadEpoch(ctx)
+}
+
+func (f *Flaky) WriteEpoch(ctx context.Context, e lease.EpochRecord, rev uint64) (uint64, error) {
+	if f.failing.Load() {
+		return 0, ErrInjected
+	}
+	return f.Store.WriteEpoch(ctx, e, rev)
+}

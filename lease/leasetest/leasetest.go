@@ -1,4 +1,5 @@
-// Package leasetest is the contract every lease.Store passes (Run), and Flaky, a Store
+// Package leasetest is the contract every lease.Store passes (Run: the lease record, the
+// holder's period and the epoch record), and Flaky, a Store
 // wrapper that fails or loses replies on demand for tests of what drives a store.
 //
 // It is exported so that a store written elsewhere can prove itself with
@@ -247,4 +248,5 @@ func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
 			t.Fatalf("Read of a free lease = %v with period %+v", r, r.Period)
 		}
 	})
+	runEpoch(t, newStore)
 }

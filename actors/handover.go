@@ -1,0 +1,170 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"go.uber.org/zap"
+)
+
+// The root actor's handover cascade (docs/architecture.md, cascade 1): its phases, in
+// the order handover begins them, and the replies each waits for.
+
+// handover runs the handover cascade (docs/architecture.md, cascade 1). msg is what
+// arrived: the Handover that starts it, a reply, or a phase's deadline. Each phase
+// sends its message (begin) and waits for its replies, bounded by its deadline; once
+// the wait is over, the next phase begins:
+//
+//	jobs      StopAccepting{drain deadline} → jobs host       waits for its Drained
+//	release   Release → ownership                             waits for Released
+//	                                                          (two renewal periods)
+//	drain     StopAccepting{drain deadline} → every member    waits for Drained from each
+//	sessions  the second wait for sessions, on a goroutine    waits for sessionsDone
+//	                                                          (the drain deadline)
+//	stop      Stop → every member and the jobs host           waits for Down from each
+//	                                                          (stopBound)
+//	drained   MarkDrained → ownership (the epoch record       waits for DrainMarked
+//	          says drained: a successor bumps at once)        (two renewal periods)
+//	done      Ended closes; Err is nil.
+func (a *rootActor) handover(c *actor.Context, msg any) {
+	st := a.st
+	switch m := msg.(type) {
+	case Handover:
+		if st.phase != PhaseRelaying {
+			return // one cascade; Handover again waits for it
+		}
+		a.stopRetries()
+	case Drained:
+		if (st.phase != PhaseJobs && st.phase != PhaseDrain) || !a.answered(m.From) {
+			return
+		}
+	case Released:
+		if st.phase != PhaseRelease {
+			return
+		}
+	case sessionsDone:
+		if st.phase != PhaseSessions {
+			return
+		}
+		if m.err != nil {
+			a.r.log.Warn("sessions still open at the drain deadline", zap.Error(m.err))
+		}
+	case Down:
+		if st.phase != PhaseStop || !a.answered(m.From) {
+			return
+		}
+	case DrainMarked:
+		if st.phase != PhaseDrained {
+			return
+		}
+	case phaseDeadline:
+		if st.phase != m.phase {
+			return
+		}
+		a.r.log.Warn("handover phase deadline passed", zap.Stringer("phase", m.phase), zap.Int("unanswered", len(st.waiting)))
+	default:
+		return
+	}
+	for p := st.phase + 1; !a.begin(c, p); p++ {
+	}
+}
+
+// begin enters phase p and sends its message. It reports whether the phase waits;
+// one with nothing to wait for is over at once, and the next one begins.
+func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
+	r, st := a.r, a.st
+	switch p {
+	case PhaseJobs:
+		if r.cfg.Jobs == nil {
+			return false
+		}
+		st.drainBy = time.Now().Add(r.cfg.Drain)
+		a.enter(c, p, st.drainBy, r.cfg.Jobs)
+		c.Send(r.cfg.Jobs, StopAccepting{Deadline: st.drainBy})
+		return true
+	case PhaseRelease:
+		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
+		if r.cfg.Ownership.Status().State.Terminal() {
+			return false // nothing to release: lost, or released already
+		}
+		c.Send(r.cfg.Ownership.PID(), Release{})
+		return true
+	case PhaseDrain:
+		st.drainBy = time.Now().Add(r.cfg.Drain)
+		a.enter(c, p, st.drainBy, r.cfg.Members...)
+		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
+			return false
+		}
+		a.fanOut(c, StopAccepting{Deadline: st.drainBy}, false)
+		return true
+	case PhaseSessions:
+		a.enter(c, p, st.drainBy)
+		if r.cfg.Sessions == nil || !time.Now().Before(st.drainBy) {
+			return false
+		}
+		a.waitSessions(c)
+		return true
+	case PhaseStop:
+		pids := a.members(true)
+		a.enter(c, p, time.Now().Add(stopBound), pids...)
+		if len(pids) == 0 {
+			return false
+		}
+		a.fanOut(c, Stop{}, true)
+		return true
+	case PhaseDrained:
+		// After the drain and sessions phases and the stop: nothing of ours runs any
+		// more, so the successor may fence our epoch now instead of at its drain_seconds.
+		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
+		c.Send(r.cfg.Ownership.PID(), MarkDrained{})
+		return true
+	default:
+		a.enter(c, PhaseDone, time.Time{})
+		a.end(nil)
+		return true
+	}
+}
+
+// enter makes p the current phase, waiting for an answer from each of pids, bounded by
+// deadline; it reports the duration of the phase it leaves.
+func (a *rootActor) enter(c *actor.Context, p Phase, deadline time.Time, pids ...*actor.PID) {
+	r, st := a.r, a.st
+	now := time.Now()
+	if st.phase > PhaseRelaying && r.cfg.OnPhase != nil {
+		r.cfg.OnPhase(st.phase, now.Sub(st.phaseStart))
+	}
+	st.phase, st.phaseStart, st.deadline = p, now, deadline
+	st.waiting = map[string]bool{}
+	for _, pid := range pids {
+		st.waiting[pid.String()] = true
+	}
+	r.log.Info("handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)))
+	a.armPhase(c)
+}
+
+// answered counts a member's answer for the current phase; it reports whether the
+// phase has every answer it waits for.
+func (a *rootActor) answered(from *actor.PID) bool {
+	st := a.st
+	if from == nil || !st.waiting[from.String()] {
+		return false
+	}
+	delete(st.waiting, from.String())
+	return len(st.waiting) == 0
+}
+
+// waitSessions starts the second wait for sessions, bounded by the drain deadline. The
+// goroutine is the root's: Stopped cancels it and Close waits for it.
+func (a *rootActor) waitSessions(c *actor.Context) {
+	st := a.st
+	ctx, cancel := context.WithDeadline(context.Background(), st.drainBy)
+	done := make(chan struct{})
+	st.sessCancel, st.sessDone = cancel, done
+	e, self, wait := c.Engine(), c.PID(), a.r.cfg.Sessions
+	go func() {
+		defer close(done)
+		defer cancel()
+		e.Send(self, sessionsDone{err: wait(ctx)})
+	}()
+}

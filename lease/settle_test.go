@@ -1,0 +1,434 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// epochRows are the scenarios of the epoch's rows (settle.go): the settle after a take,
+// the deferred bump, and the release's marks.
+func epochRows(rows map[transition]scenario) {
+	key := func(from SubState, in Input, when string, to SubState) transition {
+		return transition{From: from, In: in, When: when, To: to}
+	}
+	none := func(f *fx) Output { return f.readEpoch(EpochRecord{}) }
+	readNone := func(f *fx) { none(f) }
+	recBy := func(n uint64, h Holder, st EpochState) func(f *fx) Output {
+		return func(f *fx) Output { return f.readEpoch(f.epochOf(n, h, st)) }
+	}
+	conflicts := func(n int) func(f *fx) {
+		return func(f *fx) {
+			for range n {
+				readNone(f)
+				f.conflict()
+			}
+		}
+	}
+	then := func(preps ...func(f *fx)) func(f *fx) {
+		return func(f *fx) {
+			for _, p := range preps {
+				p(f)
+			}
+		}
+	}
+	join := func(scs ...scenario) scenario {
+		return func(t *testing.T, from SubState) []Output {
+			var outs []Output
+			for _, sc := range scs {
+				outs = append(outs, sc(t, from)...)
+			}
+			return outs
+		}
+	}
+
+	// The four sub-states that settle the epoch share their rows but the failure's.
+	for _, s := range []SubState{settlingEpoch, standbySettlingEpoch, advancingEpoch, fencedSettlingEpoch} {
+		rows[key(s, InputDone, "epoch read: bump it (write the next)", s)] = each(none,
+			recBy(3, fxOther, EpochServing), recBy(3, fxOld, EpochDrained), recBy(3, fxMe, EpochServing))
+		rows[key(s, InputDone, "epoch read: another engine drains it (defer)", holding)] = each(recBy(3, fxOld, EpochDraining))
+		rows[key(s, InputDone, "epoch write: ok", holding)] = after(s, readNone, ok)
+		rows[key(s, InputDone, "epoch write: conflict, < 2 writes (read)", s)] = after(s, readNone, conflict)
+		late := func(f *fx) Output { f.now = f.m.fenceAt(); return none(f) }
+		failure := join(each(unknown, late), after(s, readNone, unknown), after(s, then(conflicts(1), readNone), conflict))
+		if s == advancingEpoch {
+			rows[key(s, InputDone, "epoch call: unknown, a second conflict, or the fence passed (later)", holding)] = failure
+		} else {
+			rows[key(s, InputDone, "epoch call: unknown, a second conflict, or the fence passed", fenced)] = failure
+		}
+	}
+	// A write of ours whose reply was lost is found by the next settle's read.
+	landed := func(f *fx) Output { return f.readEpoch(f.epochOf(f.m.tried, fxMe, EpochServing)) }
+	rows[key(advancingEpoch, InputDone, "epoch read: our write landed", holding)] = after(advancingEpoch,
+		func(f *fx) { readNone(f); f.unknown(); f.tickAt(f.m.bumpAt) }, landed)
+	rows[key(fencedSettlingEpoch, InputDone, "epoch read: our write landed", holding)] = after(fencedSettlingEpoch,
+		func(f *fx) { readNone(f); f.unknown(); f.tickAt(f.m.nextRenew); inTime(f) }, landed)
+	rows[key(fencedRenewing, InputDone, "update: ok in time, the epoch to settle", fencedSettlingEpoch)] = after(settlingEpoch,
+		func(f *fx) { readNone(f); f.unknown(); f.tickAt(f.m.nextRenew) }, inTime)
+	rows[key(fencedReleasing, InputDone, "renewal: ok in time, the epoch to settle (delete)", fencedReleasing)] = after(settlingEpoch,
+		func(f *fx) { readNone(f); f.unknown(); f.tickAt(f.m.nextRenew); f.release() }, inTime)
+
+	// The deferred bump: the record turns drained, or our drain time passes; and a
+	// settle that failed while serving, tried again.
+	rows[key(holding, InputDeadline, "epoch due", advancingEpoch)] = join(
+		after(settlingEpoch, (*fx).deferred, func(f *fx) Output {
+			return f.observeEpoch(EpochRecord{Epoch: 4, InstanceID: fxOld.InstanceID, State: EpochDrained, Revision: f.next()})
+		}),
+		after(settlingEpoch, (*fx).deferred, untilEpochDue),
+		after(advancingEpoch, func(f *fx) { f.unknown() }, func(f *fx) Output { return f.tickAt(f.m.bumpAt) }))
+
+	rows[key(evicted, InputDone, "epoch call: any outcome", evictedReading)] = join(
+		after(advancingEpoch, evictedBy, none, unknown),
+		after(advancingEpoch, then(readNone, evictedBy), ok, conflict, unknown))
+	rows[key(releasingClaim, InputDone, "epoch call: any outcome (delete)", releasingClaim)] = join(
+		after(settlingEpoch, thenRelease, none, unknown),
+		after(settlingEpoch, then(readNone, thenRelease), ok, conflict, unknown))
+
+	// The release from serving marks the record draining before its delete.
+	deferredAdvancing := then((*fx).deferred, func(f *fx) {
+		f.observeEpoch(EpochRecord{Epoch: 4, InstanceID: fxOld.InstanceID, State: EpochDrained, Revision: f.next()})
+	})
+	rows[key(releasing, InputDone, "epoch settle: any outcome (mark draining, or delete)", releasing)] = join(
+		after(advancingEpoch, thenRelease, none, unknown),
+		after(settlingEpoch, then(deferredAdvancing, thenRelease), none, unknown))
+	rows[key(releasing, InputDone, "mark draining: ok or unknown (delete)", releasing)] = after(holding, thenRelease, ok, unknown)
+	rows[key(releasing, InputDone, "mark draining: conflict (read)", releasing)] = after(holding, thenRelease, conflict)
+	markConflict := func(f *fx) { f.release(); f.conflict() }
+	rows[key(releasing, InputDone, "draining read: our epoch, < 2 marks (mark again)", releasing)] = after(holding,
+		markConflict, recBy(1, fxMe, EpochServing), recBy(1, fxOld, EpochDrained))
+	rows[key(releasing, InputDone, "draining read: moved on, or unknown (delete)", releasing)] = join(
+		after(holding, markConflict, recBy(2, fxOther, EpochServing), unknown),
+		after(holding, then(markConflict, func(f *fx) { recBy(1, fxMe, EpochServing)(f) }, func(f *fx) { f.conflict() }),
+			recBy(1, fxMe, EpochServing)))
+	rows[key(fencedReleasing, InputDone, "epoch call: any outcome (delete)", fencedReleasing)] = join(
+		after(holding, func(f *fx) { f.release(); f.tickAt(f.m.fenceAt()) }, ok, conflict, unknown),
+		after(fencedSettlingEpoch, thenRelease, none, unknown))
+	rows[key(evictedReleasing, InputDone, "epoch call: any outcome (delete)", fencedReleasing)] = after(advancingEpoch,
+		evictedReleaseOf, none, unknown)
+
+	// After it, the record marked drained once the root says the drain is over.
+	rows[key(released, InputMarkDrained, "the record marked draining", markingDrained)] = after(holding,
+		func(f *fx) { f.release(); f.ok(); f.ok() }, (*fx).markDrained)
+	rows[key(markingDrained, InputDone, "mark drained: ok or unknown", released)] = each(ok, unknown)
+	rows[key(markingDrained, InputDone, "mark drained: conflict (read)", markingDrained)] = each(conflict)
+	rows[key(markingDrained, InputDone, "drained read: still ours, < 2 marks (mark again)", markingDrained)] = after(
+		markingDrained, func(f *fx) { f.conflict() }, recBy(1, fxMe, EpochDraining))
+	rows[key(markingDrained, InputDone, "drained read: moved on, or unknown", released)] = join(
+		after(markingDrained, func(f *fx) { f.conflict() }, recBy(2, fxOther, EpochServing), recBy(1, fxOld, EpochDraining), unknown),
+		after(markingDrained, func(f *fx) { f.conflict(); recBy(1, fxMe, EpochDraining)(f); f.conflict() },
+			recBy(1, fxMe, EpochDraining)))
+}
+
+// untilEpochDue renews, each renewal a success, until the deferred bump's own time,
+// and returns the step of that time.
+func untilEpochDue(f *fx) Output {
+	for {
+		at := f.m.bumpAt
+		if f.m.nextRenew.Before(at) {
+			f.tickAt(f.m.nextRenew)
+			f.ok()
+			continue
+		}
+		return f.tickAt(at)
+	}
+}
+
+// The rule of docs/architecture.md "Epoch", case by case: what the record says when a
+// holder takes the lease, and which epoch it serves under, at once and later.
+func TestEpochContract(t *testing.T) {
+	const n = 4 // the epoch the record holds
+	rec := func(h Holder, st EpochState) EpochRecord {
+		return EpochRecord{Epoch: n, InstanceID: h.InstanceID, State: st}
+	}
+	old, me := holder("old", "v1"), holder("me", "v2")
+	for _, tc := range []struct {
+		name     string
+		lease    Holder      // the lease as the holder finds it; zero: free
+		epoch    EpochRecord // the record; zero: none
+		serving  uint64      // the epoch it first serves under
+		deferred bool
+	}{
+		{name: "takeover of a silent holder: at once", lease: old, epoch: rec(old, EpochServing), serving: n + 1},
+		{name: "takeover of a silent holder that marked draining: at once", lease: old, epoch: rec(old, EpochDraining), serving: n + 1},
+		{name: "record serving by another engine: at once", epoch: rec(old, EpochServing), serving: n + 1},
+		{name: "record draining: deferred", epoch: rec(old, EpochDraining), serving: n, deferred: true},
+		{name: "record drained: at once", epoch: rec(old, EpochDrained), serving: n + 1},
+		{name: "record naming this engine: at once", epoch: rec(me, EpochServing), serving: n + 1},
+		{name: "no record: 1", serving: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := NewMemStore()
+			if tc.lease.Known() {
+				store.Put(tc.lease)
+			}
+			if tc.epoch.Epoch != 0 {
+				store.PutEpoch(tc.epoch)
+			}
+			s := newSimWith(t, store, Config{Me: me, Lease: lease, StandbyTimeout: standby, Drain: drain})
+			s.start()
+			var servedAt time.Duration = -1
+			for d := time.Duration(0); d <= 2*lease && servedAt < 0; d += 10 * time.Millisecond {
+				s.at(d)
+				if s.m.State() == StateServing {
+					servedAt = d
+				}
+			}
+			if servedAt < 0 {
+				t.Fatalf("never served (log %v)", s.log)
+			}
+			if got := s.m.Epoch(); got != tc.serving {
+				t.Fatalf("serves under epoch %d, want %d (log %v)", got, tc.serving, s.log)
+			}
+			if r := s.m.Role(); r.Kind != RoleServing || r.Epoch != tc.serving {
+				t.Fatalf("role %+v, want serving under %d", r, tc.serving)
+			}
+			e, _ := store.ReadEpoch(context.Background())
+			if tc.deferred {
+				if e.Epoch != n || e.InstanceID != old.InstanceID || !s.m.WatchingEpoch() {
+					t.Fatalf("deferred: the record is %v (want old's, untouched), watching it %v", e, s.m.WatchingEpoch())
+				}
+				return
+			}
+			if e.Epoch != tc.serving || e.InstanceID != me.InstanceID || e.State != EpochServing {
+				t.Fatalf("the record is %v, want epoch %d of me, serving", e, tc.serving)
+			}
+			if !slices.Contains(s.log, "epoch_bumped") || s.m.WatchingEpoch() {
+				t.Fatalf("log %v, watching %v", s.log, s.m.WatchingEpoch())
+			}
+		})
+	}
+}
+
+// A deferred bump happens when the record turns drained, or once the holder's own
+// drain time has passed since it took the lease, whichever comes first; never before.
+func TestDeferredBump(t *testing.T) {
+	old, me := holder("old", "v1"), holder("me", "v2")
+	start := func(t *testing.T) (*sim, *MemStore) {
+		store := NewMemStore()
+		store.PutEpoch(EpochRecord{Epoch: 4, InstanceID: old.InstanceID, State: EpochDraining})
+		s := newSimWith(t, store, Config{Me: me, Lease: lease, StandbyTimeout: standby, Drain: drain})
+		s.start()
+		if s.m.State() != StateServing || s.m.Epoch() != 4 {
+			t.Fatalf("state %v under epoch %d, want serving under 4", s.m.State(), s.m.Epoch())
+		}
+		return s, store
+	}
+	t.Run("the record turns drained", func(t *testing.T) {
+		s, store := start(t)
+		s.at(drain / 4)
+		if s.m.Epoch() != 4 {
+			t.Fatalf("epoch %d before the drain is over, want 4", s.m.Epoch())
+		}
+		e, _ := store.ReadEpoch(context.Background())
+		e.State = EpochDrained
+		if _, err := store.WriteEpoch(context.Background(), e, e.Revision); err != nil {
+			t.Fatal(err)
+		}
+		s.at(drain/4 + 10*time.Millisecond)
+		if s.m.Epoch() != 5 || s.m.State() != StateServing || s.m.WatchingEpoch() {
+			t.Fatalf("after drained: epoch %d, state %v, watching %v; want serving under 5", s.m.Epoch(), s.m.State(), s.m.WatchingEpoch())
+		}
+	})
+	t.Run("the drain time passes", func(t *testing.T) {
+		s, store := start(t)
+		s.at(drain - 10*time.Millisecond)
+		if s.m.Epoch() != 4 {
+			t.Fatalf("epoch %d before the drain time, want 4", s.m.Epoch())
+		}
+		s.at(drain)
+		e, _ := store.ReadEpoch(context.Background())
+		if s.m.Epoch() != 5 || e.Epoch != 5 || e.InstanceID != me.InstanceID {
+			t.Fatalf("at the drain time: epoch %d, record %v; want 5, ours", s.m.Epoch(), e)
+		}
+	})
+	t.Run("one step broadcasts the new epoch", func(t *testing.T) {
+		store := NewMemStore()
+		store.PutEpoch(EpochRecord{Epoch: 4, InstanceID: old.InstanceID, State: EpochDraining, Revision: 1})
+		f := &fx{t: t, m: newMachine(t, Config{Me: me, Lease: lease, StandbyTimeout: standby, Drain: drain}), now: t0}
+		f.via(settlingEpoch)
+		out := epochOps(f.m, store, t0, f.readEpoch(store.epoch.Load()))
+		if out.Role.Kind != RoleServing || out.Role.Epoch != 4 || out.EpochWatch != WatchOn || out.EpochChanged != 0 {
+			t.Fatalf("defer: role %+v, epoch watch %v, epoch changed %d", out.Role, out.EpochWatch, out.EpochChanged)
+		}
+		e, _ := store.ReadEpoch(context.Background())
+		e.State = EpochDrained
+		store.PutEpoch(e)
+		out = f.m.ObserveEpoch(f.now, store.epoch.Load())
+		out = epochOps(f.m, store, f.now, out)
+		if out.EpochChanged != 5 || out.EpochWatch != WatchOff || out.Role.Kind != RoleNone {
+			t.Fatalf("bump: epoch changed %d, epoch watch %v, role %+v", out.EpochChanged, out.EpochWatch, out.Role)
+		}
+		var ev *Event
+		for i := range out.Events {
+			if out.Events[i].Kind == EventEpochBumped {
+				ev = &out.Events[i]
+			}
+		}
+		if ev == nil || ev.Epoch != 5 || ev.PrevEpoch != 4 || !ev.Deferred || ev.Holder.InstanceID != old.InstanceID {
+			t.Fatalf("events %+v, want epoch_bumped 4 → 5, deferred, naming old", out.Events)
+		}
+	})
+}
+
+// A restore after a fence, the lease still ours, changes nothing; a lease taken again
+// (deleted from outside, created again) moves the epoch by one, serving, and never back
+// to 1 over a record that is gone (a lease bucket recreated empty).
+func TestEpochAcrossFenceAndRetake(t *testing.T) {
+	me := holder("me", "")
+	t.Run("fence and restore: unchanged", func(t *testing.T) {
+		store := NewMemStore()
+		s := newSim(t, store, me)
+		s.start()
+		before, _ := store.ReadEpoch(context.Background())
+		s.failing = true
+		s.at(renew + fence)
+		if s.m.State() != StateFenced {
+			t.Fatalf("state %v, want fenced", s.m.State())
+		}
+		s.failing = false
+		s.at(2 * lease)
+		after, _ := store.ReadEpoch(context.Background())
+		if s.m.State() != StateServing || s.m.Epoch() != 1 || after != before || slicesCount(s.log, "epoch_bumped") != 1 {
+			t.Fatalf("after the restore: %v under %d, record %v (was %v), log %v", s.m.State(), s.m.Epoch(), after, before, s.log)
+		}
+	})
+	t.Run("taken again over a record gone: the next of ours", func(t *testing.T) {
+		store := NewMemStore()
+		s := newSim(t, store, me)
+		store.PutEpoch(EpochRecord{Epoch: 6, InstanceID: "engine-old", State: EpochServing})
+		s.start()
+		if s.m.Epoch() != 7 {
+			t.Fatalf("epoch %d, want 7", s.m.Epoch())
+		}
+		// The bucket is recreated: lease and epoch gone; the renewal conflicts, the lease
+		// reads free and is created again.
+		fresh := NewMemStore()
+		s.store = fresh
+		s.at(lease)
+		e, _ := fresh.ReadEpoch(context.Background())
+		if s.m.State() != StateServing || s.m.Epoch() != 8 || e.Epoch != 8 {
+			t.Fatalf("after the retake: %v under %d, record %v; want serving under 8 (log %v)", s.m.State(), s.m.Epoch(), e, s.log)
+		}
+	})
+	t.Run("a bump whose reply was lost is adopted, not bumped twice", func(t *testing.T) {
+		store := NewMemStore()
+		m := newMachine(t, Config{Me: me, Lease: lease, StandbyTimeout: standby})
+		out := m.Start(t0)
+		out = m.Done(t0, Result{ID: out.Op.ID})
+		rev, _ := store.Create(context.Background(), me)
+		out = m.Done(t0, Result{ID: out.Op.ID, Rev: rev})
+		out = m.Done(t0, Result{ID: out.Op.ID}) // published
+		out = m.Done(t0, Result{ID: out.Op.ID}) // no record: write 1
+		if _, err := store.WriteEpoch(context.Background(), out.Op.Epoch, out.Op.Revision); err != nil {
+			t.Fatal(err)
+		}
+		m.Done(t0, Result{ID: out.Op.ID, Err: errors.New("timeout: reply lost")})
+		if m.State() != StateFenced {
+			t.Fatalf("state %v after an epoch write of unknown outcome, want fenced (serving nothing)", m.State())
+		}
+		out = m.Tick(t0.Add(renew))
+		upd, _ := store.Update(context.Background(), me, out.Op.Revision)
+		out = epochOps(m, store, t0.Add(renew), m.Done(t0.Add(renew), Result{ID: out.Op.ID, Rev: upd}))
+		e, _ := store.ReadEpoch(context.Background())
+		if m.State() != StateServing || m.Epoch() != 1 || e.Epoch != 1 {
+			t.Fatalf("after the restore: %v under %d, record %v; want serving under 1", m.State(), m.Epoch(), e)
+		}
+	})
+}
+
+func slicesCount(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+// The releasing holder marks the record draining just before its delete, and drained
+// once told its drain is over; a mark that finds a newer epoch is skipped.
+func TestReleaseMarksTheEpoch(t *testing.T) {
+	me := holder("me", "v1")
+	serve := func(t *testing.T) (*sim, *MemStore) {
+		store := NewMemStore()
+		s := newSim(t, store, me)
+		s.start()
+		return s, store
+	}
+	t.Run("draining, then drained", func(t *testing.T) {
+		s, store := serve(t)
+		out := s.m.Release(s.now)
+		if out.Op == nil || out.Op.Kind != OpWriteEpoch || out.Op.Epoch.State != EpochDraining {
+			t.Fatalf("Release asks %+v, want the draining mark before the delete", out.Op)
+		}
+		s.apply(out)
+		if r, _ := store.Read(context.Background()); !r.Free() || s.m.State() != StateReleased {
+			t.Fatalf("lease %v, state %v after the release", r, s.m.State())
+		}
+		if e, _ := store.ReadEpoch(context.Background()); e.Epoch != 1 || e.State != EpochDraining || e.InstanceID != me.InstanceID {
+			t.Fatalf("record %v, want epoch 1 of me, draining", e)
+		}
+		s.apply(s.m.MarkDrained(s.now))
+		if e, _ := store.ReadEpoch(context.Background()); e.State != EpochDrained || s.m.SubState() != released {
+			t.Fatalf("record %v in %s, want drained, released", e, s.m.SubState())
+		}
+		if out := s.m.MarkDrained(s.now); out.Op != nil {
+			t.Fatalf("a second MarkDrained asks %+v", out.Op)
+		}
+	})
+	t.Run("a successor bumped meanwhile: drained is not written", func(t *testing.T) {
+		s, store := serve(t)
+		s.apply(s.m.Release(s.now))
+		e, _ := store.ReadEpoch(context.Background())
+		bumped := EpochRecord{Epoch: 2, InstanceID: "engine-next", State: EpochServing}
+		if _, err := store.WriteEpoch(context.Background(), bumped, e.Revision); err != nil {
+			t.Fatal(err)
+		}
+		s.apply(s.m.MarkDrained(s.now))
+		if e, _ := store.ReadEpoch(context.Background()); e.Epoch != 2 || e.InstanceID != "engine-next" {
+			t.Fatalf("record %v, want the successor's untouched", e)
+		}
+		if !slices.Contains(s.log, "epoch_mark_skipped") {
+			t.Fatalf("log %v", s.log)
+		}
+	})
+	t.Run("a fenced holder releases without a mark", func(t *testing.T) {
+		s, store := serve(t)
+		s.failing = true
+		s.at(renew + fence)
+		s.failing = false
+		out := s.m.Release(s.now)
+		if out.Op == nil || out.Op.Kind != OpDelete {
+			t.Fatalf("Release of a fenced holder asks %+v, want the delete", out.Op)
+		}
+		s.apply(out)
+		if e, _ := store.ReadEpoch(context.Background()); e.State != EpochServing {
+			t.Fatalf("record %v, want it still serving: a successor bumps at once", e)
+		}
+	})
+}
+
+// DecodeEpoch reads what Encode writes, and nothing that is not an epoch record.
+func FuzzDecodeEpoch(f *testing.F) {
+	f.Add([]byte(`{"epoch": 3, "instance_id": "x", "state": "draining"}`))
+	f.Add([]byte(`{"epoch": -1}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeEpoch(b)
+		if err != nil {
+			if !errors.Is(err, ErrEpochValue) {
+				t.Fatalf("DecodeEpoch(%q) = %v, not an *EpochValueError", b, err)
+			}
+			return
+		}
+		if e.Epoch == 0 || e.InstanceID == "" || e.State < EpochServing || e.State > EpochDrained {
+			t.Fatalf("DecodeEpoch(%q) = %+v", b, e)
+		}
+		if again, err := DecodeEpoch(e.Encode()); err != nil || again != e {
+			t.Fatalf("round trip of %+v = %+v, %v", e, again, err)
+		}
+	})
+}
