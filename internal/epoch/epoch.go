@@ -101,14 +101,17 @@ func describe(epoch uint64) string {
 	return fmt.Sprintf("epoch %d", epoch)
 }
 
-// Fenced returns wire, a backend's error for a write refused for a stale epoch (a
-// retryable protocol error naming the store and both epochs), so that it also matches
-// ErrFenced: the engine counts it (abi_engine_fenced_writes_total).
-func Fenced(wire error) error { return fenced{wire} }
+// Refused returns wire, a backend's error for a write its store refused for the
+// epoch (a retryable protocol error naming the store and both epochs), so that it also
+// matches cause (a *StaleError, which matches ErrFenced and is counted as a fenced
+// write, abi_engine_fenced_writes_total; or a *LostError): errors.Is and errors.As
+// find both, and it reads as wire.
+func Refused(wire, cause error) error { return refused{wire, cause} }
 
-type fenced struct{ error }
+type refused struct{ wire, cause error }
 
-func (f fenced) Unwrap() []error { return []error{f.error, ErrFenced} }
+func (r refused) Error() string   { return r.wire.Error() }
+func (r refused) Unwrap() []error { return []error{r.wire, r.cause} }
 
 // maxAdoptAttempts bounds Adopt's read-then-write rounds against concurrent adopters.
 // Each lost round means another adopter wrote, and epochs only grow, so a few do.
@@ -188,8 +191,12 @@ const (
 	Current
 )
 
-// Judge reads a write refused by a store whose record it carried as used.
+// Judge reads a write refused by a store whose record it carried as used. It waits
+// for an adoption of this backend under way: the store may show that adoption's epoch
+// before the backend holds it, and a write refused by it is this backend's own.
 func (h *Held) Judge(ctx context.Context, recs Records, store string, used Record) (Verdict, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.Load() != used {
 		return Resend, nil
 	}
@@ -205,11 +212,7 @@ func (h *Held) Judge(ctx context.Context, recs Records, store string, used Recor
 	case rec.Epoch == used.Epoch:
 		// Rewritten at our epoch (a recreated bucket another engine adopted again):
 		// the store says we are current.
-		h.mu.Lock()
-		if h.Load() == used {
-			h.set(rec)
-		}
-		h.mu.Unlock()
+		h.set(rec)
 		return Resend, nil
 	default:
 		return Lost, &LostError{Store: store, Epoch: used.Epoch, Current: rec.Epoch}

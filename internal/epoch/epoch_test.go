@@ -184,12 +184,16 @@ type wireError struct{ msg string }
 
 func (e *wireError) Error() string { return e.msg }
 
-func TestFencedKeepsTheWireError(t *testing.T) {
+func TestRefusedKeepsTheWireError(t *testing.T) {
 	wire := &wireError{"UNAVAILABLE: refused"}
-	err := Fenced(wire)
+	err := Refused(wire, &StaleError{Store: "s", Epoch: 1, Current: 2})
 	var got *wireError
-	if !errors.Is(err, ErrFenced) || !errors.As(err, &got) || got != wire || err.Error() != wire.msg {
-		t.Fatalf("Fenced(wire) = %v; want it to match ErrFenced, wrap wire and read as wire", err)
+	var stale *StaleError
+	if !errors.Is(err, ErrFenced) || !errors.As(err, &got) || got != wire || !errors.As(err, &stale) || err.Error() != wire.msg {
+		t.Fatalf("Refused(wire, stale) = %v; want it to match ErrFenced and the StaleError, wrap wire and read as wire", err)
+	}
+	if err := Refused(wire, &LostError{Store: "s", Epoch: 2}); !errors.Is(err, ErrLost) || errors.Is(err, ErrFenced) {
+		t.Fatalf("Refused(wire, lost) = %v; want it to match ErrLost only", err)
 	}
 	if msg := (&StaleError{Store: "JetStream bucket B", Epoch: 0, Current: 2}).Error(); msg != "JetStream bucket B is at epoch 2, newer than this engine's (it adopted none): another engine took over" {
 		t.Fatalf("StaleError message %q", msg)
