@@ -30,7 +30,6 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/primaries/internal/jsepoch"
@@ -76,8 +75,7 @@ type Store struct {
 	prefix string // subject prefix of the bucket's keys
 	opened *jsbucket.Bucket
 
-	record *jsepoch.Record
-	held   epoch.Held
+	fence *jsepoch.Fence
 	// publishBatch sends an atomic batch; tests replace it.
 	publishBatch func(ctx context.Context, msgs []*nats.Msg) error
 }
@@ -119,7 +117,8 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
 	}
-	s := &Store{js: j, kv: kv, stream: record.Stream(), bucket: cfg.Bucket, prefix: prefix, opened: b, record: record}
+	s := &Store{js: j, kv: kv, stream: record.Stream(), bucket: cfg.Bucket, prefix: prefix, opened: b,
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket)}
 	s.publishBatch = s.sendBatch
 	return s, nil
 }
@@ -133,14 +132,11 @@ func (s *Store) Probe(ctx context.Context) (recreated bool, err error) {
 	if recreated, err = s.opened.Ensure(ctx); err != nil {
 		return recreated, err
 	}
-	if _, err := s.held.Restore(ctx, s.record, s.where()); err != nil {
+	if _, err := s.fence.Restore(ctx); err != nil {
 		return recreated, fmt.Errorf("keyvalue jetstream: %w", err)
 	}
 	return recreated, nil
 }
-
-// where names the bucket in errors.
-func (s *Store) where() string { return "JetStream bucket " + s.bucket }
 
 // LocalStorage is empty: the bucket is on the NATS servers, which every engine reaches.
 // (An engine that hosts the embedded broker keeps it on this host; the configuration

@@ -48,9 +48,10 @@ func adopt(t *testing.T, s Fenced, n uint64) {
 	}
 }
 
-// wantFenced checks a write refused for a stale epoch: UNAVAILABLE, retryable (it
-// stored nothing), matching epoch.ErrFenced, and naming both epochs.
-func wantFenced(t *testing.T, what string, err error, mine, theirs uint64) {
+// WantFenced checks a write refused for a stale epoch: UNAVAILABLE, retryable (it
+// stored nothing), matching epoch.ErrFenced, and naming both epochs (mine 0: the
+// writer held none). objtest checks the same.
+func WantFenced(t testing.TB, what string, err error, mine, theirs uint64) {
 	t.Helper()
 	var pe *protocol.Error
 	switch {
@@ -104,7 +105,7 @@ func testStaleWrites(t *testing.T, open func(*testing.T) Fenced) {
 		{"DeleteIfValueMatches", func(s Fenced) error { return deleted(s.DeleteIfValueMatches(ctx(t), "dim", []byte("v"))) }},
 	}
 	for _, w := range writes {
-		wantFenced(t, w.name, w.do(old), 1, 2)
+		WantFenced(t, w.name, w.do(old), 1, 2)
 	}
 	// Nothing changed, as the engine serving now reads it.
 	wantValue(t, cur, "k", []byte("v"))
@@ -156,9 +157,9 @@ func testHandoverInTurn(t *testing.T, open func(*testing.T) Fenced) {
 		t.Fatalf("SetIfNotExists by the old engine during the overlap = %v, %v", set, err)
 	}
 	adopt(t, next, 2)
-	wantFenced(t, "Set by the old engine after the bump", old.Set(ctx(t), "a", []byte("late"), 0), 1, 2)
+	WantFenced(t, "Set by the old engine after the bump", old.Set(ctx(t), "a", []byte("late"), 0), 1, 2)
 	_, err = old.DeleteIfValueMatches(ctx(t), "c", []byte("old"))
-	wantFenced(t, "DeleteIfValueMatches by the old engine after the bump", err, 1, 2)
+	WantFenced(t, "DeleteIfValueMatches by the old engine after the bump", err, 1, 2)
 	check(t, "Set by the successor", next.Set(ctx(t), "a", []byte("next"), 0))
 	wantValue(t, next, "a", []byte("next"))
 	wantValue(t, next, "c", []byte("old"))
@@ -192,7 +193,7 @@ func testAdoptionRace(t *testing.T, open func(*testing.T) Fenced) {
 		if errs[i] != nil {
 			held = 0
 		}
-		wantFenced(t, fmt.Sprintf("Set by the engine that adopted %d", i+1), s.Set(ctx(t), "k", []byte("lost"), 0), held, n)
+		WantFenced(t, fmt.Sprintf("Set by the engine that adopted %d", i+1), s.Set(ctx(t), "k", []byte("lost"), 0), held, n)
 	}
 	check(t, "Set by the winner", stores[n-1].Set(ctx(t), "k", []byte("won"), 0))
 
@@ -249,6 +250,6 @@ func testNeverAdopted(t *testing.T, open func(*testing.T) Fenced) {
 	plain, fenced := open(t), open(t)
 	check(t, "Set before any epoch", plain.Set(ctx(t), "k", []byte("v"), 0))
 	adopt(t, fenced, 1)
-	wantFenced(t, "Set by a store that adopted no epoch", plain.Set(ctx(t), "k", []byte("w"), 0), 0, 1)
+	WantFenced(t, "Set by a store that adopted no epoch", plain.Set(ctx(t), "k", []byte("w"), 0), 0, 1)
 	wantValue(t, fenced, "k", []byte("v"))
 }
