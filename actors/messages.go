@@ -16,8 +16,12 @@ import (
 // every role-obeying actor: each ServicePrimary, each TransferHost and the jobs host.
 // Each is answered, to the sender, with the matching reply below.
 
-// Serve tells an actor to start serving (subscribe, start jobs). Reply: Accepting.
-type Serve struct{}
+// Serve tells an actor to start serving (subscribe, start jobs) under Epoch, the epoch
+// the engine serves under (docs/architecture.md "Epoch"): a primary with a shared
+// backend adopts it there before it subscribes, and adopts a higher one when told
+// Serve again while serving; the jobs host and the transfer hosts ignore it. Reply:
+// Accepting.
+type Serve struct{ Epoch uint64 }
 
 // StopAccepting tells an actor to end its shared subscriptions at the broker and to finish
 // what it has already received, by Deadline at the latest. It replies Accepting{false}
