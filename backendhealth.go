@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -45,7 +46,9 @@ type backendHealth struct {
 	log              *zap.Logger
 	probe            func(ctx context.Context) (recreated bool, err error)
 	onFailure        func() // the errors metric
+	onFenced         func() // the fenced writes metric
 	logs             rate.Sometimes
+	fencedLogs       rate.Sometimes
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -57,13 +60,14 @@ type backendHealth struct {
 	failures int // failed calls since the last failure log line
 }
 
-func newBackendHealth(service, adapter string, log *zap.Logger, probe func(context.Context) (bool, error), onFailure func()) *backendHealth {
+func newBackendHealth(service, adapter string, log *zap.Logger, probe func(context.Context) (bool, error), onFailure, onFenced func()) *backendHealth {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &backendHealth{
-		service: service, adapter: adapter, probe: probe, onFailure: onFailure,
-		log:  log.With(zap.String("service", service), zap.String("backend", adapter)),
-		logs: rate.Sometimes{Interval: failureLogEvery},
-		ctx:  ctx, cancel: cancel,
+		service: service, adapter: adapter, probe: probe, onFailure: onFailure, onFenced: onFenced,
+		log:        log.With(zap.String("service", service), zap.String("backend", adapter)),
+		logs:       rate.Sometimes{Interval: failureLogEvery},
+		fencedLogs: rate.Sometimes{Interval: failureLogEvery},
+		ctx:        ctx, cancel: cancel,
 	}
 }
 
@@ -85,8 +89,17 @@ func backendFailure(err error) bool {
 	return false
 }
 
-// observe looks at a call's error and returns it unchanged.
+// observe looks at a call's error and returns it unchanged. A write the backend
+// refused for a stale epoch (epoch.ErrFenced: another engine took over) is counted as
+// fenced, not as a failure: the backend answers, this engine is the one behind.
 func (h *backendHealth) observe(err error) error {
+	if errors.Is(err, epoch.ErrFenced) {
+		h.onFenced()
+		h.fencedLogs.Do(func() {
+			h.log.Warn("write refused by the backend: it holds a newer epoch, so another engine took over (further ones are counted in abi_engine_fenced_writes_total)", zap.Error(err))
+		})
+		return err
+	}
 	if !backendFailure(err) {
 		return err
 	}

@@ -30,7 +30,7 @@ func TestBackendHealth(t *testing.T) {
 				return false, ctx.Err()
 			}
 		}
-		h := newBackendHealth("keyvalue", "jetstream", zap.New(core), probe, func() { failures.Add(1) })
+		h := newBackendHealth("keyvalue", "jetstream", zap.New(core), probe, func() { failures.Add(1) }, func() {})
 		defer h.close()
 
 		for _, err := range []error{nil, protocol.Errorf(protocol.NotFound, "x"), protocol.Errorf(protocol.InvalidArgument, "x"),

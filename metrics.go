@@ -27,6 +27,7 @@ type metrics struct {
 	handover       *prometheus.GaugeVec
 	jobRuns        *prometheus.CounterVec
 	backendErrors  *prometheus.CounterVec
+	fencedWrites   *prometheus.CounterVec
 	panics         *prometheus.CounterVec
 	panicCount     atomic.Uint64 // the sum of panics, for /status
 	loadSeconds    prometheus.Gauge
@@ -70,6 +71,8 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 			Help: "Job runs by job and result (ok, failed)."}, []string{"job", "result"}),
 		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_backend_errors_total",
 			Help: "Calls that failed in a service's backend (UNAVAILABLE, INTERNAL), by service and backend."}, []string{"service", "backend"}),
+		fencedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_fenced_writes_total",
+			Help: "Writes a shared backend refused because this engine's epoch was stale (another engine took over), by service and backend."}, []string{"service", "backend"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_actor_panics_total",
 			Help: "Actor panics recovered (the actor was restarted in place), by actor kind."}, []string{"actor"}),
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
@@ -84,7 +87,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.panics, m.loadSeconds, m} {
+		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

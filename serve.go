@@ -58,6 +58,9 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		return set, err
 	}
 	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), keyValueProbe(kv), closeKV)
+	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
+	// adopts it before it serves. Local backends have none.
+	kvFence, _ := kv.(primaries.EpochFence)
 	kv = healthyKeyValue{Store: kv, h: kvHealth}
 	set.kv = kv
 	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc)
@@ -65,6 +68,9 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		return set, err
 	}
 	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), objectStorageProbe(objects), closeObjects)
+	// The transfer host writes through the same store, so the object_storage
+	// primary's adoption covers its writes too.
+	objFence, _ := objects.(primaries.EpochFence)
 	objects = healthyObjectStorage{Store: objects, h: objHealth}
 	set.objects = objects
 
@@ -85,12 +91,18 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		keyvalue.Service(kv),
 		objectstorage.Service(objects),
 	}, e.opts.services...)
-	for _, svc := range services {
+	fences := []primaries.EpochFence{kvFence, objFence} // the embedder's services have none
+	for i, svc := range services {
+		var fence primaries.EpochFence
+		if i < len(fences) {
+			fence = fences[i]
+		}
 		p, err := primaries.New(svc, primaries.Config{
 			Conn:          nc,
 			InstanceID:    e.InstanceID(),
 			MaxConcurrent: e.cfg.NATS.MaxConcurrentRequests,
 			LeaseValid:    own.Gate().Valid,
+			Fence:         fence,
 			Overflow:      overflow,
 			OnCall:        e.metrics.call,
 		})
@@ -126,7 +138,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 // watchBackend puts an opened backend under a backendHealth: its failures are counted,
 // logged and probed, and the set closes the health before the backend.
 func (e *Engine) watchBackend(set *servingSet, service, adapter string, probe func(context.Context) (bool, error), closeBackend func() error) *backendHealth {
-	h := newBackendHealth(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc)
+	h := newBackendHealth(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc,
+		e.metrics.fencedWrites.WithLabelValues(service, adapter).Inc)
 	set.health = append(set.health, h)
 	set.closers = append(set.closers, closeBackend, h.close)
 	return h

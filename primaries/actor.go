@@ -13,8 +13,10 @@ import (
 // and the answers they owe (role.go).
 //
 // The actor obeys the role messages of package actors, each answered to its sender:
-//   - actors.Serve: subscribe and confirm at the broker; reply actors.Accepting{On: true},
-//     or actors.ServeFailed.
+//   - actors.Serve{Epoch}: adopt the epoch in Config.Fence (when set), then subscribe
+//     and confirm at the broker; reply actors.Accepting{On: true}, or actors.ServeFailed
+//     (a stale epoch subscribes nothing). While serving, a Serve with another epoch
+//     adopts it and keeps serving.
 //   - actors.StopAccepting{Deadline}: end the subscriptions at the broker (confirmed) and
 //     reply actors.Accepting{On: false}; then answer every call already received and reply
 //     actors.Drained once none is in flight. Calls still running at Deadline are

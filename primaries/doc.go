@@ -21,6 +21,10 @@
 // methods (InFlight, SessionsFinished, the sessions.Host commands) read the view the
 // actor publishes, and hand commands to it by message; Close stops everything for good.
 //
+// A service on a shared backend has Config.Fence: the serve step adopts the engine's
+// epoch there before it subscribes (docs/architecture.md "Epoch"), so every write the
+// backend makes carries it, and a stale engine subscribes nothing.
+//
 // The sub-packages are the kernel services: keyvalue and objectstorage, each with its
 // Store port, its backends and an exported contract suite.
 package primaries

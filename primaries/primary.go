@@ -37,11 +37,26 @@ type Config struct {
 	// Overflow, optional, parks replies too large for one message (the engine's
 	// sessions.OverflowHost). Without it such a reply is PAYLOAD_TOO_LARGE.
 	Overflow Overflow
+	// Fence, optional, is the service's shared backend as it takes the epoch (the
+	// JetStream and PostgreSQL backends; nil for local ones and for services without a
+	// backend): the serve step adopts the epoch of actors.Serve in it before it
+	// subscribes, and a Serve with another epoch while serving adopts that one. A
+	// failed adoption (a store at a newer epoch: this engine is stale) is answered
+	// actors.ServeFailed, and a primary that was not serving subscribes nothing.
+	Fence EpochFence
 	// OnCall, optional, is told of every call once its answer is on its way: the
 	// operation, the error code ("" when it succeeded) and the time from receipt. It runs
 	// on the calls' goroutines, so it must be quick and safe for concurrent use (a
 	// metrics update).
 	OnCall func(service, operation string, code protocol.Code, d time.Duration)
+}
+
+// EpochFence is a shared backend's side of the epoch (package internal/epoch):
+// AdoptEpoch advances the store's epoch to epoch when it is older, uses it when it is
+// the same, and fails, matching epoch.ErrFenced, when the store holds a newer one.
+// From then on the backend's writes carry it.
+type EpochFence interface {
+	AdoptEpoch(ctx context.Context, epoch uint64) error
 }
 
 // Overflow parks a reply too large for one message for its caller to fetch, or answers

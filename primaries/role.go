@@ -66,6 +66,10 @@ type roleState struct {
 	runs    []*run     // runs not yet finished, oldest first; at most the last accepts
 	stopped bool       // the last command to finish was a Stop
 	closed  bool       // Close: Serve is refused from now on
+	// epoch is the epoch adopted in Config.Fence for the run that accepts, when
+	// adopted is set; a Stop unsets it, so the next Serve adopts again.
+	epoch   uint64
+	adopted bool
 }
 
 // accepting is the run that takes new calls, or nil.
@@ -117,12 +121,19 @@ type (
 
 // The results of the steps (steps.go), which reach the actor inside their *step.
 type (
-	// subscribed: the micro service was added (ms, nil when that failed) and, when err
-	// is nil, the broker confirmed its subscriptions.
+	// subscribed: the epoch was adopted in Config.Fence (when there is one), the micro
+	// service was added (ms, nil when that or the adoption failed) and, when err is
+	// nil, the broker confirmed its subscriptions.
 	subscribed struct {
-		run *run
-		ms  micro.Service
-		err error
+		run   *run
+		ms    micro.Service
+		epoch uint64
+		err   error
+	}
+	// adopted: a serving primary adopted epoch in Config.Fence, or err.
+	adopted struct {
+		epoch uint64
+		err   error
 	}
 	// unsubConfirmed: the run's subscriptions were drained and the broker confirmed the
 	// UNSUB (err says what failed).
@@ -156,6 +167,7 @@ func (a *primaryActor) take(c *actor.Context, cmd *command) {
 		if _, ok := cmd.msg.(closeCmd); ok {
 			r.closed = true
 		}
+		r.adopted = false // the next Serve adopts its epoch again
 		if _, ok := cmd.msg.(actors.Stop); ok && cmd.reply != nil {
 			a.publish()
 			cmd.reply <- nil // Stop the method returns once the command is taken
@@ -189,7 +201,14 @@ func (a *primaryActor) begin(c *actor.Context, cmd *command) {
 		}
 		run := r.accepting()
 		if run != nil && run.confirmed {
-			a.answer(c, cmd, nil)
+			if p.cfg.Fence == nil || (r.adopted && r.epoch == m.Epoch) {
+				a.answer(c, cmd, nil)
+				return
+			}
+			// Serving, told another epoch (a deferred bump): adopt it, keep serving.
+			r.cur = cmd
+			ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+			a.start(c, func() any { defer cancel(); return p.adopt(ctx, m.Epoch) })
 			return
 		}
 		if run == nil {
@@ -200,7 +219,7 @@ func (a *primaryActor) begin(c *actor.Context, cmd *command) {
 		r.cur = cmd
 		ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
 		ms := run.ms // set when an earlier Serve added it but the broker did not confirm
-		a.start(c, func() any { defer cancel(); return p.subscribe(ctx, run, ms) })
+		a.start(c, func() any { defer cancel(); return p.subscribe(ctx, run, ms, m.Epoch) })
 	case actors.StopAccepting:
 		run := r.accepting()
 		if run == nil {
@@ -242,6 +261,8 @@ func (a *primaryActor) finish(c *actor.Context, s *step) {
 	switch m := s.result.(type) {
 	case subscribed:
 		a.subscribed(c, m)
+	case adopted:
+		a.adopted(c, m)
 	case unsubConfirmed:
 		a.unsubConfirmed(c, m)
 	case drained:
@@ -267,11 +288,23 @@ func (a *primaryActor) subscribed(c *actor.Context, m subscribed) {
 	case m.err == nil:
 		run.ms, run.confirmed = m.ms, true
 		a.p.role.stopped = false
+		a.p.role.epoch, a.p.role.adopted = m.epoch, true
 	default:
 		// Added but not confirmed: the run stays, its subscriptions reach the broker
 		// with the connection (ending them while it reconnects would be unsafe, see
 		// sessions.WaitConnected), and the next Serve confirms again.
 		run.ms = m.ms
+	}
+	a.answer(c, cmd, m.err)
+}
+
+// adopted answers a Serve that adopted another epoch while serving. A failed adoption
+// leaves the run serving under the epoch it had: the store refuses its writes, and
+// the lease machine finds this engine lost.
+func (a *primaryActor) adopted(c *actor.Context, m adopted) {
+	cmd := a.done()
+	if m.err == nil {
+		a.p.role.epoch, a.p.role.adopted = m.epoch, true
 	}
 	a.answer(c, cmd, m.err)
 }
@@ -388,6 +421,9 @@ func (a *primaryActor) settle() {
 		switch r.cur.msg.(type) {
 		case actors.Serve:
 			r.phase = phaseSubscribing
+			if run := r.accepting(); run != nil && run.confirmed {
+				r.phase = phaseServing // adopting another epoch while serving
+			}
 		case actors.StopAccepting:
 			r.phase = phaseStoppingAccepting
 		default:

@@ -70,9 +70,15 @@ func (p *Primary) stepContext(parent context.Context, deadline time.Time) (conte
 	}
 }
 
-// subscribe adds the run's micro service, unless ms is the one an earlier Serve added,
-// and confirms its subscriptions with a broker round trip.
-func (p *Primary) subscribe(ctx context.Context, r *run, ms micro.Service) subscribed {
+// subscribe adopts epoch in the service's shared backend (Config.Fence), then adds
+// the run's micro service, unless ms is the one an earlier Serve added, and confirms
+// its subscriptions with a broker round trip. A failed adoption adds nothing.
+func (p *Primary) subscribe(ctx context.Context, r *run, ms micro.Service, epoch uint64) subscribed {
+	if p.cfg.Fence != nil {
+		if res := p.adopt(ctx, epoch); res.err != nil {
+			return subscribed{run: r, ms: ms, err: res.err}
+		}
+	}
 	p.maxPayload.Store(p.cfg.Conn.MaxPayload())
 	if ms == nil {
 		var err error
@@ -83,7 +89,15 @@ func (p *Primary) subscribe(ctx context.Context, r *run, ms micro.Service) subsc
 	if err := flush(ctx, p.cfg.Conn); err != nil {
 		return subscribed{run: r, ms: ms, err: fmt.Errorf("primaries: confirm the subscriptions of %q: %w", p.svc.Name, err)}
 	}
-	return subscribed{run: r, ms: ms}
+	return subscribed{run: r, ms: ms, epoch: epoch}
+}
+
+// adopt adopts epoch in the service's shared backend.
+func (p *Primary) adopt(ctx context.Context, epoch uint64) adopted {
+	if err := p.cfg.Fence.AdoptEpoch(ctx, epoch); err != nil {
+		return adopted{epoch: epoch, err: fmt.Errorf("primaries: %q: adopt epoch %d: %w", p.svc.Name, epoch, err)}
+	}
+	return adopted{epoch: epoch}
 }
 
 // addService adds the micro service of run r, one endpoint per operation.

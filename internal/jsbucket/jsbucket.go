@@ -3,7 +3,9 @@
 // or create it with its configured settings when it does not exist; refuse an existing
 // one whose settings the engine cannot rely on, naming each; and, while the engine
 // runs, recreate it with the same settings when it was deleted under the engine (by an
-// operator, a script, a broker that lost its store).
+// operator, a script, a broker that lost its store). Settings the engine gives a
+// bucket's stream itself (StreamSetting, such as atomic batch publish) are set on a
+// bucket it creates, on an existing one when it opens it, and on one it recreates.
 //
 // A bucket is a stream: KV_<name> for a KV bucket, OBJ_<name> for an object store.
 // Handles bound to it (jetstream.KeyValue, jetstream.ObjectStore) address it by stream
@@ -34,9 +36,40 @@ type Spec struct {
 	// one that breaks any of them (*ShapeError). A bucket this package creates has them
 	// by construction when they agree with the configuration above.
 	Require []Setting
-	// Prepare runs on the bucket's stream after Open and after every recreation (the
-	// services' buckets turn direct gets off there). Optional.
+	// Stream lists settings the engine gives the bucket's stream itself, after Open
+	// and after every recreation: one stream update sets those it lacks. Optional.
+	Stream []StreamSetting
+	// Prepare runs on the bucket's stream after Open and after every recreation, once
+	// the Stream settings are set (the services' buckets turn direct gets off there).
+	// Optional.
 	Prepare func(ctx context.Context, js jetstream.JetStream, stream string) error
+}
+
+// StreamSetting is a setting the engine gives a bucket's stream itself, where
+// jetstream.KeyValueConfig and ObjectStoreConfig have no field for it.
+type StreamSetting struct {
+	// Name is the setting as the stream configuration names it: "allow_atomic".
+	Name string
+	// Set gives cfg the setting and reports whether that changed cfg.
+	Set func(cfg *jetstream.StreamConfig) (changed bool)
+	// Needs says what to do when the broker does not keep the setting (an older
+	// server drops a field it does not know): "nats-server 2.12 or newer".
+	Needs string
+}
+
+// AtomicPublish allows atomic batch publish on the stream (nats-server 2.12 and
+// newer): a batch of messages whose expectations are all checked, and which is stored
+// whole or not at all.
+func AtomicPublish() StreamSetting {
+	return StreamSetting{
+		Name: "allow_atomic",
+		Set: func(cfg *jetstream.StreamConfig) bool {
+			changed := !cfg.AllowAtomicPublish
+			cfg.AllowAtomicPublish = true
+			return changed
+		},
+		Needs: "atomic batch publish needs nats-server 2.12 or newer",
+	}
 }
 
 // Setting is one setting a bucket's stream must have.
@@ -201,6 +234,9 @@ func (b *Bucket) Ensure(ctx context.Context) (recreated bool, err error) {
 				return false, b.errorf("prepare", err)
 			}
 			b.unprepped = false
+		} else if err := b.setStream(ctx, cfg); err != nil {
+			// Someone took a setting away from the running bucket: give it back.
+			return false, b.errorf("check", err)
 		}
 		return false, nil
 	}
@@ -269,9 +305,52 @@ func (b *Bucket) check(cfg jetstream.StreamConfig) error {
 	return &ShapeError{What: b.spec.What, Bucket: b.name, Stream: b.stream, Wrong: wrong}
 }
 
+// prepare sets the Stream settings the stream lacks, then runs Prepare.
 func (b *Bucket) prepare(ctx context.Context) error {
+	if len(b.spec.Stream) > 0 {
+		cfg, err := b.config(ctx)
+		if err != nil {
+			return err
+		}
+		if err := b.setStream(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	if b.spec.Prepare == nil {
 		return nil
 	}
 	return b.spec.Prepare(ctx, b.js, b.stream)
+}
+
+// setStream updates the stream, whose configuration is cfg, once with every Stream
+// setting it lacks, and checks that the broker kept them.
+func (b *Bucket) setStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	changed := false
+	for _, s := range b.spec.Stream {
+		if s.Set(&cfg) {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	st, err := b.js.UpdateStream(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("set %s on stream %s: %w", b.settingNames(), b.stream, err)
+	}
+	got := st.CachedInfo().Config
+	for _, s := range b.spec.Stream {
+		if s.Set(&got) {
+			return fmt.Errorf("stream %s: the broker did not keep %s: %s", b.stream, s.Name, s.Needs)
+		}
+	}
+	return nil
+}
+
+func (b *Bucket) settingNames() string {
+	names := make([]string, len(b.spec.Stream))
+	for i, s := range b.spec.Stream {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -241,3 +241,71 @@ func TestEnsureAsksNothingWhileDisconnected(t *testing.T) {
 		t.Fatalf("Ensure while disconnected = %v %v", recreated, err)
 	}
 }
+
+func atomicOn(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) bool {
+	t.Helper()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().Config.AllowAtomicPublish
+}
+
+// A Stream setting is set on a bucket Open creates, on an existing bucket that lacks it
+// (a bucket an older engine created), on a recreated bucket, and given back to a
+// running bucket that lost it.
+func TestStreamSettings(t *testing.T) {
+	srv := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	spec := kvSpec("S")
+	spec.Stream = []jsbucket.StreamSetting{jsbucket.AtomicPublish()}
+
+	created, err := jsbucket.Open(ctx, js, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !atomicOn(t, ctx, js, "KV_S") {
+		t.Fatal("a bucket Open created has no atomic publish")
+	}
+
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "OLD", History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	old := spec
+	old.KeyValue = &jetstream.KeyValueConfig{Bucket: "OLD", History: 1}
+	if _, err := jsbucket.Open(ctx, js, old); err != nil {
+		t.Fatal(err)
+	}
+	if !atomicOn(t, ctx, js, "KV_OLD") {
+		t.Fatal("an existing bucket Open bound has no atomic publish")
+	}
+
+	// Taken away while the engine runs: the next Ensure gives it back.
+	st, err := js.Stream(ctx, "KV_S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if recreated, err := created.Ensure(ctx); recreated || err != nil {
+		t.Fatalf("Ensure = %v %v", recreated, err)
+	}
+	if !atomicOn(t, ctx, js, "KV_S") {
+		t.Fatal("Ensure did not give the bucket its atomic publish back")
+	}
+
+	if err := js.DeleteKeyValue(ctx, "S"); err != nil {
+		t.Fatal(err)
+	}
+	ensureUntil(t, ctx, created, func(recreated bool, err error) bool { return recreated && err == nil })
+	if !atomicOn(t, ctx, js, "KV_S") {
+		t.Fatal("the recreated bucket has no atomic publish")
+	}
+}

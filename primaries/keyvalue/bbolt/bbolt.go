@@ -5,6 +5,9 @@
 // Each value is stored as 8 bytes of expiry (Unix nanoseconds, big-endian, 0 = never)
 // followed by the value. A second bucket indexes expiring keys by expiry time, so every
 // write transaction removes a bounded number of expired entries in expiry order.
+//
+// The file is on this host and bbolt locks it while it is open, so no second engine
+// writes it at the same time; it checks no epoch (docs/architecture.md "Epoch").
 package bbolt
 
 import (

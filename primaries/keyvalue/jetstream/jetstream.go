@@ -8,10 +8,19 @@
 // are compare-and-set on the key's revision; package jserr reads their outcome, so a
 // write a replicated bucket left undecided (10164) is sent again, never read as a
 // conflict.
+//
+// The bucket keeps its epoch (package internal/epoch) under the keys abi.epoch and
+// abi.epoch.<N> (package jsepoch), which no encoded user key can be (base64url has no
+// dot). Every write carries the epoch this backend adopted (AdoptEpoch) and the server
+// refuses it at the commit once the bucket moved on to another. A set is one message with the epoch check; the writes
+// that also check the key's own revision (set_if_not_exists, delete,
+// delete_if_value_matches) are an atomic batch of the key's message and a message to
+// abi.fence that carries the epoch check, stored both or neither. A refused write
+// stored nothing: it is answered UNAVAILABLE, retryable, and matches epoch.ErrFenced
+// when the bucket holds a newer epoch.
 package jetstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -23,6 +32,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/jserr"
+	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/protocol"
@@ -49,13 +59,25 @@ type Config struct {
 	Storage js.StorageType
 }
 
+// The keys the engine keeps in the bucket besides the users' (which are base64url,
+// without dots).
+const (
+	epochKey = "abi.epoch" // the epoch record, and abi.epoch.<N> its checks (jsepoch)
+	fenceKey = "abi.fence" // the epoch-checked half of the two-check writes
+)
+
 // Store is a keyvalue.Store on a JetStream KV bucket.
 type Store struct {
 	js     js.JetStream
 	kv     js.KeyValue
+	stream js.Stream // for the last message of a key, markers included
 	bucket string
 	prefix string // subject prefix of the bucket's keys
 	opened *jsbucket.Bucket
+
+	fence *jsepoch.Fence
+	// publishBatch sends an atomic batch; tests replace it.
+	publishBatch func(ctx context.Context, msgs []*nats.Msg) error
 }
 
 var _ keyvalue.Store = (*Store)(nil)
@@ -77,6 +99,8 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 			Storage:        cfg.Storage,
 			LimitMarkerTTL: markerTTL,
 		},
+		// The two-check writes are atomic batches.
+		Stream: []jsbucket.StreamSetting{jsbucket.AtomicPublish()},
 		// A handle bound after this keeps reading from the leader, on a recreated
 		// bucket too.
 		Prepare: jsread.LeaderOnly,
@@ -88,14 +112,30 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{js: j, kv: kv, bucket: cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".", opened: b}, nil
+	prefix := "$KV." + cfg.Bucket + "."
+	record, err := jsepoch.New(ctx, j, b.Stream(), prefix+epochKey)
+	if err != nil {
+		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
+	}
+	s := &Store{js: j, kv: kv, stream: record.Stream(), bucket: cfg.Bucket, prefix: prefix, opened: b,
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket)}
+	s.publishBatch = s.sendBatch
+	return s, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured
-// settings, when it was deleted (recreated says so). The engine probes after a call
-// failed; the store's handles work on the recreated bucket.
+// settings, when it was deleted (recreated says so); then, when the bucket lost its
+// epoch record (recreated, by this engine or another), it adopts the epoch it holds
+// again (epoch.Held.Restore), so its writes commit once more. The engine probes after
+// a call failed; the store's handles work on the recreated bucket.
 func (s *Store) Probe(ctx context.Context) (recreated bool, err error) {
-	return s.opened.Ensure(ctx)
+	if recreated, err = s.opened.Ensure(ctx); err != nil {
+		return recreated, err
+	}
+	if _, err := s.fence.Restore(ctx); err != nil {
+		return recreated, fmt.Errorf("keyvalue jetstream: %w", err)
+	}
+	return recreated, nil
 }
 
 // LocalStorage is empty: the bucket is on the NATS servers, which every engine reaches.
@@ -159,90 +199,6 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		v = []byte{}
 	}
 	return v, true, nil
-}
-
-// ttlSeconds rounds a TTL up to the server's whole seconds.
-func ttlSeconds(ttl time.Duration) time.Duration {
-	return (ttl + time.Second - 1) / time.Second * time.Second
-}
-
-// Set stores value; ttl 0 means no expiry. It publishes to the key's subject itself
-// because the KV API sets a TTL only on Create.
-func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := keyvalue.CheckSet(key, ttl); err != nil {
-		return err
-	}
-	var opts []js.PublishOpt
-	if ttl > 0 {
-		opts = append(opts, js.WithMsgTTL(ttlSeconds(ttl)))
-	}
-	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.prefix + encode(key), Data: value}, opts...)
-	if err != nil {
-		return s.writeError("set", key, err)
-	}
-	return nil
-}
-
-// SetIfNotExists stores value only if key is absent (never set, deleted or expired).
-func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	if err := keyvalue.CheckSet(key, ttl); err != nil {
-		return false, err
-	}
-	var opts []js.KVCreateOpt
-	if ttl > 0 {
-		opts = append(opts, js.KeyTTL(ttlSeconds(ttl)))
-	}
-	err := jserr.Resend(ctx, func() error {
-		_, err := s.kv.Create(ctx, encode(key), value, opts...)
-		return err
-	})
-	switch {
-	case err == nil:
-		return true, nil
-	case jserr.IsConflict(err):
-		return false, nil
-	default:
-		return false, s.writeError("set_if_not_exists", key, err)
-	}
-}
-
-// Delete removes key and reports whether it had a value.
-func (s *Store) Delete(ctx context.Context, key string) (bool, error) {
-	if err := keyvalue.CheckKey(key); err != nil {
-		return false, err
-	}
-	return s.deleteIf(ctx, "delete", key, func(js.KeyValueEntry) bool { return true })
-}
-
-// DeleteIfValueMatches removes key only if its value equals value.
-func (s *Store) DeleteIfValueMatches(ctx context.Context, key string, value []byte) (bool, error) {
-	if err := keyvalue.CheckKey(key); err != nil {
-		return false, err
-	}
-	return s.deleteIf(ctx, "delete_if_value_matches", key, func(e js.KeyValueEntry) bool {
-		return bytes.Equal(e.Value(), value)
-	})
-}
-
-// deleteIf reads key and, if match accepts its entry, purges exactly that revision.
-// A conflict means another writer changed the key in between: read again.
-func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyValueEntry) bool) (bool, error) {
-	for range maxCASAttempts {
-		e, err := s.entry(ctx, key)
-		if err != nil || e == nil || !match(e) {
-			return false, err
-		}
-		err = jserr.Resend(ctx, func() error {
-			return s.kv.Purge(ctx, encode(key), js.LastRevision(e.Revision()), js.PurgeTTL(markerTTL))
-		})
-		switch {
-		case err == nil:
-			return true, nil
-		case !jserr.IsConflict(err):
-			return false, s.writeError(op, key, err)
-		}
-	}
-	return false, protocol.Errorf(protocol.Conflict, "keyvalue %s %.64q: the key changed %d times while deleting it", op, key, maxCASAttempts)
 }
 
 // Exists reports whether key has a value.

@@ -1,5 +1,6 @@
 // Package memory is the in-process keyvalue backend: a map guarded by a lock, with
-// TTLs on an injectable clock. Its data lives in this process and dies with it.
+// TTLs on an injectable clock. Its data lives in this process and dies with it: no
+// other engine can write it, so it checks no epoch (docs/architecture.md "Epoch").
 package memory
 
 import (

@@ -5,6 +5,16 @@
 // a timestamptz compared with the database's clock, so engines on hosts with skewed
 // clocks agree on what has expired. Expired rows read as absent at once; writes delete
 // a bounded batch of them from time to time.
+//
+// The table's epoch (package internal/epoch) is a row of the table abi_engine_epochs,
+// named after it. Every write is one statement that locks that row FOR SHARE and
+// writes only when it holds the epoch this backend adopted (AdoptEpoch); advancing the
+// epoch updates the row, whose lock waits for the writes under way, and a write that
+// waited sees the new epoch. So a stale write is refused at its commit, atomically
+// with it, and costs no extra round trip. A refused write applied nothing: it is
+// answered UNAVAILABLE, retryable, and matches epoch.ErrFenced when the table holds a
+// newer epoch. The row outlives the table (dropping and recreating the table keeps
+// its epoch).
 package postgres
 
 import (
@@ -19,12 +29,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/protocol"
 )
 
 // DefaultTable is the table a Config without one uses.
 const DefaultTable = "abi_keyvalue"
+
+// EpochTable holds the epoch of every keyvalue table, one row per table.
+const EpochTable = "abi_engine_epochs"
 
 // sweepEvery is how many writes pass between two deletions of expired rows, and
 // sweepBatch how many rows one deletion removes at most.
@@ -48,6 +62,8 @@ type Store struct {
 	owned  bool // the pool was opened by Open and is closed by Close
 	table  string
 	writes atomic.Int64
+	held   epoch.Held
+	epochs records // the table's epoch row
 
 	qGet, qSet, qSetNX, qDelete, qDeleteIf, qExists, qSweep string
 }
@@ -81,6 +97,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	t := pgx.Identifier{cfg.Table}.Sanitize()
 	idx := pgx.Identifier{cfg.Table + "_expires_at"}.Sanitize()
+	et := pgx.Identifier{EpochTable}.Sanitize()
 	// Engines starting together may race to create the table; the advisory lock makes
 	// IF NOT EXISTS safe, which it is not on its own.
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -88,12 +105,20 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 			`SELECT pg_advisory_xact_lock(hashtext('abi-engine keyvalue ' || $1))`,
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (key bytea PRIMARY KEY, value bytea NOT NULL, expires_at timestamptz)`,
 			`CREATE INDEX IF NOT EXISTS ` + idx + ` ON ` + t + ` (expires_at) WHERE expires_at IS NOT NULL`,
+			`CREATE TABLE IF NOT EXISTS ` + et + ` (name text PRIMARY KEY, epoch bigint NOT NULL CHECK (epoch >= 0))`,
+			// A row from the start (epoch 0: none adopted), so every write has a row
+			// to lock, even before the first adoption.
+			`INSERT INTO ` + et + ` (name, epoch) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`,
 		}
-		if _, err := tx.Exec(ctx, stmts[0], cfg.Table); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('abi-engine epochs'))`); err != nil {
 			return err
 		}
-		for _, q := range stmts[1:] {
-			if _, err := tx.Exec(ctx, q); err != nil {
+		for i, q := range stmts {
+			var args []any
+			if i == 0 || i == len(stmts)-1 {
+				args = []any{cfg.Table}
+			}
+			if _, err := tx.Exec(ctx, q, args...); err != nil {
 				return err
 			}
 		}
@@ -102,24 +127,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue postgres: create table %s: %w", cfg.Table, err)
 	}
-	const live = `(expires_at IS NULL OR expires_at > now())`
-	const expiry = `CASE WHEN $3::int8 > 0 THEN now() + $3::int8 * interval '1 microsecond' END`
-	return &Store{
-		pool:  pool,
-		table: cfg.Table,
-		qGet:  `SELECT value FROM ` + t + ` WHERE key = $1 AND ` + live,
-		qSet: `INSERT INTO ` + t + ` (key, value, expires_at) VALUES ($1, $2, ` + expiry + `)
-			ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`,
-		// An expired row counts as absent: it is replaced like a missing one.
-		qSetNX: `INSERT INTO ` + t + ` AS t (key, value, expires_at) VALUES ($1, $2, ` + expiry + `)
-			ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
-			WHERE t.expires_at IS NOT NULL AND t.expires_at <= now()`,
-		qDelete:   `DELETE FROM ` + t + ` WHERE key = $1 RETURNING ` + live,
-		qDeleteIf: `DELETE FROM ` + t + ` WHERE key = $1 AND value = $2 AND ` + live,
-		qExists:   `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = $1 AND ` + live + `)`,
-		qSweep: `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + `
-			WHERE expires_at <= now() LIMIT ` + fmt.Sprint(sweepBatch) + `)`,
-	}, nil
+	s := &Store{pool: pool, table: cfg.Table, epochs: records{pool: pool, table: et, name: cfg.Table}}
+	s.queries(t, et)
+	return s, nil
 }
 
 // Close closes the connections if Open made them.
@@ -206,59 +216,6 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		v = []byte{}
 	}
 	return v, true, nil
-}
-
-// Set stores value; ttl 0 means no expiry.
-func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := keyvalue.CheckSet(key, ttl); err != nil {
-		return err
-	}
-	if _, err := s.pool.Exec(ctx, s.qSet, []byte(key), nonNil(value), micros(ttl)); err != nil {
-		return s.writeError("set", key, err)
-	}
-	s.wrote(ctx)
-	return nil
-}
-
-// SetIfNotExists stores value only if key has no live value.
-func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	if err := keyvalue.CheckSet(key, ttl); err != nil {
-		return false, err
-	}
-	tag, err := s.pool.Exec(ctx, s.qSetNX, []byte(key), nonNil(value), micros(ttl))
-	if err != nil {
-		return false, s.writeError("set_if_not_exists", key, err)
-	}
-	s.wrote(ctx)
-	return tag.RowsAffected() == 1, nil
-}
-
-// Delete removes key and reports whether it had a live value.
-func (s *Store) Delete(ctx context.Context, key string) (bool, error) {
-	if err := keyvalue.CheckKey(key); err != nil {
-		return false, err
-	}
-	var live bool
-	err := s.pool.QueryRow(ctx, s.qDelete, []byte(key)).Scan(&live)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, s.writeError("delete", key, err)
-	}
-	return live, nil
-}
-
-// DeleteIfValueMatches removes key only if its live value equals value.
-func (s *Store) DeleteIfValueMatches(ctx context.Context, key string, value []byte) (bool, error) {
-	if err := keyvalue.CheckKey(key); err != nil {
-		return false, err
-	}
-	tag, err := s.pool.Exec(ctx, s.qDeleteIf, []byte(key), nonNil(value))
-	if err != nil {
-		return false, s.writeError("delete_if_value_matches", key, err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
 
 // Exists reports whether key has a live value.

@@ -59,8 +59,30 @@ func newStore(t *testing.T, p *pgxpool.Pool) *Store {
 		if _, err := p.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()); err != nil {
 			t.Errorf("drop %s: %v", table, err)
 		}
+		if _, err := p.Exec(ctx, "DELETE FROM "+EpochTable+" WHERE name = $1", table); err != nil {
+			t.Errorf("delete the epoch of %s: %v", table, err)
+		}
 	})
 	return s
+}
+
+// TestEpochContract runs the epoch contract, each store on a pool of its own as each
+// engine has.
+func TestEpochContract(t *testing.T) {
+	p := pool(t)
+	kvtest.RunEpoch(t, func(t *testing.T) func(t *testing.T) kvtest.Fenced {
+		table := newStore(t, p).table
+		return func(t *testing.T) kvtest.Fenced {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := Open(ctx, os.Getenv(urlEnv), Config{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			return s
+		}
+	})
 }
 
 func TestContract(t *testing.T) {

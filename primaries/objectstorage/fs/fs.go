@@ -7,6 +7,11 @@
 // One limit comes from the file system: an object cannot share its name with a prefix
 // that has objects under it (a file and a directory cannot have the same path); such a
 // put is CONFLICT.
+//
+// The directory is on this host, and an engine with a local backend deploys
+// stop-then-start (a rollout refuses it), so it checks no epoch (docs/architecture.md
+// "Epoch"): it does not guard against a paused engine on the same host that resumes
+// after another took over.
 package fs
 
 import (

@@ -12,9 +12,8 @@ import (
 )
 
 // Which object store failures are retryable: a failed read, which stored nothing, and
-// never a failed put or delete. The object store publishes an object in several steps
-// and its error does not say which one failed, so even a refusal may come after the
-// step that replaced the object.
+// a put or delete whose metadata (the commit: this backend writes it itself) the server
+// refused, which changed no object; not one whose answer was lost.
 func TestWhichErrorsAreRetryable(t *testing.T) {
 	s := &Store{bucket: "ABI_OBJECTS"}
 	refused := &js.APIError{Code: 503, ErrorCode: 10077, Description: "maximum messages exceeded"}
@@ -25,8 +24,8 @@ func TestWhichErrorsAreRetryable(t *testing.T) {
 		retryable bool
 	}{
 		{"put: ack lost", s.writeError("put", "p", "k", nats.ErrTimeout), protocol.Unavailable, false},
-		{"put: refused", s.writeError("put", "p", "k", refused), protocol.Unavailable, false},
-		{"put: no stream", s.writeError("put", "p", "k", js.ErrNoStreamResponse), protocol.Unavailable, false},
+		{"put: refused", s.writeError("put", "p", "k", refused), protocol.Unavailable, true},
+		{"put: no stream", s.writeError("put", "p", "k", js.ErrNoStreamResponse), protocol.Unavailable, true},
 		{"delete: ack lost", s.writeError("delete", "p", "k", nats.ErrTimeout), protocol.Unavailable, false},
 		{"put: deadline", s.writeError("put", "p", "k", context.DeadlineExceeded), "", false},
 		{"get: timeout", s.readError("get", "p", "k", nats.ErrTimeout), protocol.Unavailable, true},

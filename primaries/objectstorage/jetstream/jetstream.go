@@ -1,14 +1,24 @@
 // Package jetstream is the object_storage backend on a JetStream object store, shared
-// by every engine on the account. The object store chunks objects itself, so an object
-// may be larger than one NATS message (the wire carries such objects by transfers).
+// by every engine on the account. An object may be larger than one NATS message (the
+// wire carries such objects by transfers): it is stored in chunks.
 //
 // An object's name in the bucket is "<prefix>/<key>" ("<key>" at the top level); as a
 // key holds no "/", the split is unambiguous.
+//
+// Reads go through nats.go's ObjectStore. Puts and deletes are written by this backend
+// itself, in the object store's layout (chunks on $O.<bucket>.C.<nuid>, the metadata
+// as nats.go's ObjectInfo JSON on $O.<bucket>.M.<name in base64url>, rolled up, with
+// the SHA-256 digest), so nats.go and the nats CLI read them as their own: the
+// metadata message is the commit, and it carries the epoch check (package jsepoch;
+// the bucket keeps its epoch on $O.<bucket>.C.abi.epoch, which a chunk's nuid cannot
+// be). A put whose metadata is refused (a stale epoch, or any refusal) changed no
+// object, and its chunks are purged; it is answered UNAVAILABLE, retryable.
 package jetstream
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -17,6 +27,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/abi-engine/engine/internal/jsbucket"
+	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -39,11 +50,18 @@ type Config struct {
 	Storage js.StorageType
 }
 
+// epochBase is where the bucket keeps its epoch record, under the chunk subjects
+// (listing reads only the metadata subjects).
+const epochBase = "abi.epoch"
+
 // Store is an objectstorage.Store on a JetStream object store.
 type Store struct {
+	js     js.JetStream
 	obs    js.ObjectStore
+	stream js.Stream
 	bucket string
 	opened *jsbucket.Bucket
+	fence  *jsepoch.Fence
 }
 
 var _ objectstorage.Store = (*Store)(nil)
@@ -62,6 +80,8 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 			Replicas:    cfg.Replicas,
 			Storage:     cfg.Storage,
 		},
+		// Adopting an epoch is an atomic batch.
+		Stream: []jsbucket.StreamSetting{jsbucket.AtomicPublish()},
 		// Reads from the stream leader only: see package jsread.
 		Prepare: jsread.LeaderOnly,
 	})
@@ -72,14 +92,26 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
 	}
-	return &Store{obs: obs, bucket: cfg.Bucket, opened: b}, nil
+	record, err := jsepoch.New(ctx, j, b.Stream(), chunkSubject(cfg.Bucket, epochBase))
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
+	}
+	return &Store{js: j, obs: obs, stream: record.Stream(), bucket: cfg.Bucket, opened: b,
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket)}, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured
-// settings, when it was deleted (recreated says so). The engine probes after a call
-// failed; the store's handle works on the recreated bucket.
+// settings, when it was deleted (recreated says so); then, when the bucket lost its
+// epoch record, it adopts the epoch it holds again (epoch.Held.Restore). The engine
+// probes after a call failed; the store's handle works on the recreated bucket.
 func (s *Store) Probe(ctx context.Context) (recreated bool, err error) {
-	return s.opened.Ensure(ctx)
+	if recreated, err = s.opened.Ensure(ctx); err != nil {
+		return recreated, err
+	}
+	if _, err := s.fence.Restore(ctx); err != nil {
+		return recreated, fmt.Errorf("object storage jetstream: %w", err)
+	}
+	return recreated, nil
 }
 
 // LocalStorage is empty: the bucket is on the NATS servers, which every engine reaches.
@@ -106,31 +138,6 @@ func (s *Store) readError(op, prefix, key string, err error) error {
 	default:
 		return protocol.Refused("object storage %s %.64q under %.64q: JetStream bucket %s: %v; the read changed nothing", op, key, prefix, s.bucket, err)
 	}
-}
-
-// writeError turns a failed put or delete into a protocol error, never retryable. The
-// object store writes an object in several steps (chunks, then the metadata that makes
-// them the object, then a purge of the old chunks, each published separately), and the
-// error it returns does not say which step failed: one after the metadata was stored
-// reads like one before. So any failure may have replaced or deleted the object.
-func (s *Store) writeError(op, prefix, key string, err error) error {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	default:
-		return protocol.Errorf(protocol.Unavailable, "object storage %s %.64q under %.64q: JetStream bucket %s: %v; the %s may have taken effect, so do not resend it blindly", op, key, prefix, s.bucket, err, op)
-	}
-}
-
-// PutObject stores content, replacing any previous object of that name.
-func (s *Store) PutObject(ctx context.Context, prefix, key string, content []byte) error {
-	if err := objectstorage.CheckName(prefix, key); err != nil {
-		return err
-	}
-	if _, err := s.obs.PutBytes(ctx, name(prefix, key), content); err != nil {
-		return s.writeError("put", prefix, key, err)
-	}
-	return nil
 }
 
 // GetObject returns the object's content.
@@ -196,22 +203,6 @@ func (s *Store) GetObjectMetadata(ctx context.Context, prefix, key string) (obje
 		return objectstorage.Metadata{}, s.readError("get_object_metadata", prefix, key, err)
 	}
 	return objectstorage.Metadata{Size: int64(info.Size), ModifiedAt: info.ModTime.UTC()}, nil
-}
-
-// DeleteObject removes the object.
-func (s *Store) DeleteObject(ctx context.Context, prefix, key string) error {
-	if err := objectstorage.CheckName(prefix, key); err != nil {
-		return err
-	}
-	// The object store's Delete succeeds on an object already deleted; the contract
-	// says NOT_FOUND, so look first.
-	if _, err := s.obs.GetInfo(ctx, name(prefix, key)); err != nil {
-		return s.readError("delete", prefix, key, err) // nothing deleted yet
-	}
-	if err := s.obs.Delete(ctx, name(prefix, key)); err != nil {
-		return s.writeError("delete", prefix, key, err)
-	}
-	return nil
 }
 
 // ListObjects returns the sorted keys directly under prefix. The object store lists

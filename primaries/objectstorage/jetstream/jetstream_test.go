@@ -41,3 +41,27 @@ func TestLocalStorage(t *testing.T) {
 		t.Fatalf("LocalStorage = %q, want shared", got)
 	}
 }
+
+func TestEpochContract(t *testing.T) {
+	srv := natstest.Start(t)
+	var n atomic.Int32
+	objtest.RunEpoch(t, func(t *testing.T) func(t *testing.T) objtest.Fenced {
+		bucket := fmt.Sprintf("OBJ_EPOCH_%d", n.Add(1))
+		return func(t *testing.T) objtest.Fenced { return open(t, srv.URL(), bucket) }
+	})
+}
+
+func open(t *testing.T, url, bucket string) *Store {
+	t.Helper()
+	j, err := js.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := New(ctx, j, Config{Bucket: bucket, Storage: js.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

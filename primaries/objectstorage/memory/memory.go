@@ -1,6 +1,7 @@
 // Package memory is the in-process object_storage backend: objects in a map guarded by
 // a lock, with modification times from an injectable clock. Its data lives in this
-// process and dies with it.
+// process and dies with it: no other engine can write it, so it checks no epoch
+// (docs/architecture.md "Epoch").
 package memory
 
 import (

@@ -1,0 +1,250 @@
+// Package epoch is the storage side of the engine's fencing token, the epoch
+// (docs/architecture.md "Epoch"): the rule by which a shared backend adopts the epoch an
+// engine serves under, what the backend holds once it has, and how it reads a write its
+// store refused for its epoch. The backends (JetStream KV and object store, PostgreSQL)
+// keep the record and check it at the commit; this package decides, on the standard
+// library alone, so every backend follows one rule.
+//
+// A store holds the epoch it was last advanced to, as a Record. Adopting epoch N:
+//
+//   - the store's epoch is older than N (or it has none): advance it to N with a
+//     conditional write, which a store that moved on meanwhile refuses;
+//   - it is N: use the record as it is (the designed overlap of a clean handover: the
+//     old holder adopted it already);
+//   - it is newer than N: this engine is stale; adoption fails with a *StaleError,
+//     which matches ErrFenced.
+//
+// Every write the backend makes then carries the Record it holds (Held), and the store
+// refuses a write whose record is no longer the store's. Held.Judge reads such a
+// refusal: resend it once (this backend's own record moved on), answer it fenced (a
+// newer epoch), or answer it lost (the store lost its record, e.g. a recreated bucket;
+// Held.Restore adopts the held epoch again).
+package epoch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrFenced is what a write refused for a stale epoch, and a stale adoption, match: the
+// store holds a newer epoch, so another engine took over and this one must not write.
+var ErrFenced = errors.New("the store holds a newer epoch: another engine took over")
+
+// ErrLost is what a write refused because the store lost its epoch record matches (a
+// bucket deleted and recreated): the write stored nothing, and the backend adopts its
+// epoch again (Held.Restore) before its writes commit.
+var ErrLost = errors.New("the store lost its epoch record")
+
+// ErrMoved is what Records.WriteEpoch returns when the store's record is no longer the
+// one the write was conditional on.
+var ErrMoved = errors.New("the epoch record changed meanwhile")
+
+// Record is a store's epoch record: the epoch and the revision the store gave the
+// record (a JetStream sequence; a store without revisions uses the epoch). The zero
+// Record is a store that holds none: it was never advanced, or it lost its record.
+type Record struct {
+	Epoch uint64
+	Rev   uint64
+}
+
+// Records is a backend's access to its store's epoch record.
+type Records interface {
+	// ReadEpoch reads the record; the zero Record when the store has none.
+	ReadEpoch(ctx context.Context) (Record, error)
+	// WriteEpoch replaces the record over (the zero Record: none) with one holding
+	// epoch, conditionally: when the store holds another record by then it writes
+	// nothing and returns an error matching ErrMoved.
+	WriteEpoch(ctx context.Context, epoch uint64, over Record) (Record, error)
+}
+
+// StaleError is a store that holds a newer epoch than an engine offered it. It
+// matches ErrFenced.
+type StaleError struct {
+	// Store names the bucket or table: "JetStream bucket ABI_KV".
+	Store string
+	// Epoch is the engine's epoch (0: it adopted none); Current the store's.
+	Epoch, Current uint64
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("%s is at epoch %d, newer than this engine's %s: another engine took over",
+		e.Store, e.Current, describe(e.Epoch))
+}
+
+func (e *StaleError) Unwrap() error { return ErrFenced }
+
+// LostError is a store whose record is older than the epoch a backend holds, or gone.
+// It matches ErrLost.
+type LostError struct {
+	Store          string
+	Epoch, Current uint64 // the held epoch; the store's (0: no record)
+}
+
+func (e *LostError) Error() string {
+	have := "no epoch record"
+	if e.Current > 0 {
+		have = fmt.Sprintf("epoch %d", e.Current)
+	}
+	return fmt.Sprintf("%s holds %s, older than this engine's epoch %d: it lost its record (deleted and recreated?), and the engine adopts its epoch again when it probes the backend",
+		e.Store, have, e.Epoch)
+}
+
+func (e *LostError) Unwrap() error { return ErrLost }
+
+func describe(epoch uint64) string {
+	if epoch == 0 {
+		return "(it adopted none)"
+	}
+	return fmt.Sprintf("epoch %d", epoch)
+}
+
+// Refused returns wire, a backend's error for a write its store refused for the
+// epoch (a retryable protocol error naming the store and both epochs), so that it also
+// matches cause (a *StaleError, which matches ErrFenced and is counted as a fenced
+// write, abi_engine_fenced_writes_total; or a *LostError): errors.Is and errors.As
+// find both, and it reads as wire.
+func Refused(wire, cause error) error { return refused{wire, cause} }
+
+type refused struct{ wire, cause error }
+
+func (r refused) Error() string   { return r.wire.Error() }
+func (r refused) Unwrap() []error { return []error{r.wire, r.cause} }
+
+// maxAdoptAttempts bounds Adopt's read-then-write rounds against concurrent adopters.
+// Each lost round means another adopter wrote, and epochs only grow, so a few do.
+const maxAdoptAttempts = 16
+
+// Adopt adopts epoch in the store recs reaches, by the rule of the package doc, and
+// returns the record the backend's writes must carry. store names it in errors.
+func Adopt(ctx context.Context, recs Records, store string, epoch uint64) (Record, error) {
+	for range maxAdoptAttempts {
+		rec, err := recs.ReadEpoch(ctx)
+		if err != nil {
+			return Record{}, fmt.Errorf("adopt epoch %d: read the epoch of %s: %w", epoch, store, err)
+		}
+		switch {
+		case rec.Epoch > epoch:
+			return Record{}, &StaleError{Store: store, Epoch: epoch, Current: rec.Epoch}
+		case rec.Epoch == epoch:
+			return rec, nil
+		}
+		rec, err = recs.WriteEpoch(ctx, epoch, rec)
+		if err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, ErrMoved) {
+			return Record{}, fmt.Errorf("adopt epoch %d: advance %s: %w", epoch, store, err)
+		}
+	}
+	return Record{}, fmt.Errorf("adopt epoch %d: the epoch of %s changed %d times while advancing it", epoch, store, maxAdoptAttempts)
+}
+
+// Held is the record a backend adopted, which its writes carry. The zero Held holds the
+// zero Record: a backend that adopted nothing writes only while its store holds no
+// epoch either, so a backend that was never told one cannot write past one that was.
+// Safe for concurrent use.
+type Held struct {
+	mu  sync.Mutex // serializes adoptions, so the held record follows the store's order
+	cur atomic.Pointer[Record]
+}
+
+// Load is the record the next write carries.
+func (h *Held) Load() Record {
+	if r := h.cur.Load(); r != nil {
+		return *r
+	}
+	return Record{}
+}
+
+func (h *Held) set(r Record) { h.cur.Store(&r) }
+
+// Adopt adopts epoch (the package function) and holds the record. A concurrent adopter
+// in this process waits; one in another process loses the store's race or wins it.
+func (h *Held) Adopt(ctx context.Context, recs Records, store string, epoch uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rec, err := Adopt(ctx, recs, store, epoch)
+	if err != nil {
+		return err
+	}
+	h.set(rec)
+	return nil
+}
+
+// Verdict is what a backend does with a write its store refused for its epoch record.
+type Verdict uint8
+
+const (
+	// Resend: the held record moved on since the write took it (this backend adopted
+	// a newer epoch meanwhile, or the store rewrote the record at the held epoch).
+	// Send the write once more, with Load.
+	Resend Verdict = iota + 1
+	// Stale: the store holds a newer epoch (Judge's error is a *StaleError).
+	Stale
+	// Lost: the store holds an older epoch or none (a *LostError).
+	Lost
+	// Current: the store's record is the one the write carried, so the epoch was not
+	// why it was refused (a two-check write's other check failed).
+	Current
+)
+
+// Judge reads a write refused by a store whose record it carried as used. It waits
+// for an adoption of this backend under way: the store may show that adoption's epoch
+// before the backend holds it, and a write refused by it is this backend's own.
+func (h *Held) Judge(ctx context.Context, recs Records, store string, used Record) (Verdict, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.Load() != used {
+		return Resend, nil
+	}
+	rec, err := recs.ReadEpoch(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the epoch of %s: %w", store, err)
+	}
+	switch {
+	case rec == used:
+		return Current, nil
+	case rec.Epoch > used.Epoch:
+		return Stale, &StaleError{Store: store, Epoch: used.Epoch, Current: rec.Epoch}
+	case rec.Epoch == used.Epoch:
+		// Rewritten at our epoch (a recreated bucket another engine adopted again):
+		// the store says we are current.
+		h.set(rec)
+		return Resend, nil
+	default:
+		return Lost, &LostError{Store: store, Epoch: used.Epoch, Current: rec.Epoch}
+	}
+}
+
+// Restore adopts the held epoch again when the store lost its record (it holds none, or
+// an older epoch), as after a bucket was deleted and recreated; restored says it wrote.
+// A store at the held epoch under another revision is taken as it is; one at a newer
+// epoch is left alone (writes are fenced). Backends run it when the engine probes them.
+func (h *Held) Restore(ctx context.Context, recs Records, store string) (restored bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cur := h.Load()
+	if cur.Epoch == 0 {
+		return false, nil
+	}
+	rec, err := recs.ReadEpoch(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read the epoch of %s: %w", store, err)
+	}
+	switch {
+	case rec.Epoch > cur.Epoch:
+		return false, nil
+	case rec.Epoch == cur.Epoch:
+		h.set(rec)
+		return false, nil
+	}
+	rec, err = Adopt(ctx, recs, store, cur.Epoch)
+	if err != nil {
+		return false, err
+	}
+	h.set(rec)
+	return true, nil
+}

@@ -1,0 +1,85 @@
+package jsepoch
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jserr"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// Fence is a JetStream backend's side of the epoch: the record in its bucket and the
+// record its writes carry. Safe for concurrent use.
+type Fence struct {
+	record *Record
+	held   epoch.Held
+	where  string // "JetStream bucket ABI_KV"
+}
+
+// NewFence returns the fence of a backend on record; where names the bucket in errors.
+func NewFence(record *Record, where string) *Fence {
+	return &Fence{record: record, where: where}
+}
+
+// Adopt adopts epoch n (epoch.Held.Adopt).
+func (f *Fence) Adopt(ctx context.Context, n uint64) error {
+	return f.held.Adopt(ctx, f.record, f.where, n)
+}
+
+// Restore adopts the held epoch again when the bucket lost its record
+// (epoch.Held.Restore).
+func (f *Fence) Restore(ctx context.Context) (bool, error) {
+	return f.held.Restore(ctx, f.record, f.where)
+}
+
+// Held is the record the next write carries.
+func (f *Fence) Held() epoch.Record { return f.held.Load() }
+
+// Write sends a write under the held record and reads the server's answer. send builds
+// its messages afresh on each call and puts the epoch check (Record.Check) on one of
+// them; what names the write in errors ("keyvalue set \"k\""); otherwise maps an error
+// other than a refusal by an expectation (the backend's writeError).
+//
+// A write refused for the epoch is sent once more when this backend's own record moved
+// on meanwhile (epoch.Resend); otherwise it is answered UNAVAILABLE, retryable (nothing
+// was stored), matching the *epoch.StaleError (a newer epoch: fenced) or
+// *epoch.LostError (the bucket lost its record) that says why. conflict reports a
+// refusal with the epoch current, which only a write with a second expectation can
+// meet: that one failed.
+func (f *Fence) Write(ctx context.Context, what string, send func(tok epoch.Record) error, otherwise func(error) error) (conflict bool, err error) {
+	resent := false
+	for {
+		tok := f.held.Load()
+		err := Send(ctx, func() error { return send(tok) })
+		switch {
+		case err == nil:
+			return false, nil
+		case !jserr.IsConflict(err):
+			return false, otherwise(err)
+		}
+		verdict, jerr := f.held.Judge(ctx, f.record, f.where, tok)
+		switch verdict {
+		case epoch.Current:
+			return true, nil
+		case epoch.Resend:
+			if !resent {
+				resent = true
+				continue
+			}
+			return false, protocol.Refused("%s: %s refused the write twice while this engine's epoch moved on, so it stored nothing: %v", what, f.where, err)
+		case epoch.Stale, epoch.Lost:
+			return false, epoch.Refused(protocol.Refused("%s: refused by its epoch, so it stored nothing: %v", what, jerr), jerr)
+		}
+		if errors.Is(jerr, context.Canceled) || errors.Is(jerr, context.DeadlineExceeded) {
+			return false, jerr
+		}
+		return false, protocol.Refused("%s: %s refused the write (%v), so it stored nothing; its epoch record could not be read: %v", what, f.where, err, jerr)
+	}
+}
+
+// Carry puts the check of tok on m: the one place a JetStream backend attaches its
+// token to a write.
+func (f *Fence) Carry(m *nats.Msg, tok epoch.Record) { f.record.Check(m, tok) }

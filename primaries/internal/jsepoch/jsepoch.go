@@ -1,0 +1,198 @@
+// Package jsepoch keeps the epoch record (package internal/epoch) of a JetStream bucket
+// on subjects of the bucket's own stream, and puts the epoch check on a write, so the
+// server refuses a stale write at the commit, atomically with it.
+//
+// Two kinds of subject under a base B (abi.epoch in a KV bucket):
+//
+//   - B holds the current epoch, one message whose data is the epoch in decimal;
+//   - B.<N> is epoch N's check subject: while N is current it holds one message, whose
+//     stream sequence is the revision writes under N expect; once N is superseded it
+//     holds a marker instead.
+//
+// A write under epoch N carries Nats-Expected-Last-Subject-Sequence = that revision and
+// Nats-Expected-Last-Subject-Sequence-Subject = B.<N>; the server stores it only while
+// B.<N> is unchanged, and answers 10071 otherwise (verified on nats-server v2.15.3 for
+// plain and TTL'd messages, purge markers and the messages of atomic batches). A store
+// that adopted no epoch expects B itself to be empty. One check subject per epoch,
+// rather than one record whose revision writes check, is what keeps a recreated bucket
+// safe: its sequences start again at 1, so a stale engine's revision could be reused by
+// the new record; a check subject of another epoch it can never be.
+//
+// Advancing from epoch M (revision r) to N is one atomic batch: a marker on B.<M>
+// expecting r (the compare-and-swap: of two adopters racing, one finds the marker),
+// then N on B, then N on B.<N>. From none, the batch expects B to be empty. Markers of
+// superseded epochs stay (one small message per epoch): an expired marker would leave
+// the subject empty, which a check could match.
+//
+// On a replicated stream the server judges one expectation per subject at a time (a
+// second write checking B.<N> while one is proposed is answered 10164, nothing
+// decided), so epoch-checked writes to one bucket commit one after another; Send sends
+// such a write again until it is decided.
+package jsepoch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jserr"
+)
+
+// Record is the epoch record of one bucket; it implements epoch.Records.
+type Record struct {
+	js     js.JetStream
+	stream js.Stream
+	base   string
+}
+
+var _ epoch.Records = (*Record)(nil)
+
+// New returns the record under base (a subject) of the stream named stream, which must
+// allow atomic batch publish (jsbucket.AtomicPublish). Bind it after the bucket's reads
+// are set to the leader (package jsread): the handle keeps the way of reading it was
+// bound with, on a recreated bucket too.
+func New(ctx context.Context, j js.JetStream, stream, base string) (*Record, error) {
+	st, err := j.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	return &Record{js: j, stream: st, base: base}, nil
+}
+
+// Stream is the handle of the bucket's stream the record reads through.
+func (r *Record) Stream() js.Stream { return r.stream }
+
+// checkSubject is where writes under epoch n look: B.<n>, or B itself for a store that
+// adopted none.
+func (r *Record) checkSubject(n uint64) string {
+	if n == 0 {
+		return r.base
+	}
+	return r.base + "." + strconv.FormatUint(n, 10)
+}
+
+// Check puts the epoch check on m: the server stores m only while rec is the store's
+// record (the zero Record: while the store holds none). It is the one place a
+// JetStream backend attaches its token to a write.
+func (r *Record) Check(m *nats.Msg, rec epoch.Record) {
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
+	m.Header.Set(js.ExpectedLastSubjSeqSubjHeader, r.checkSubject(rec.Epoch))
+	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(rec.Rev, 10))
+}
+
+// maxReadAttempts bounds the re-reads of a record that moves between its two reads.
+const maxReadAttempts = 5
+
+// ReadEpoch reads the record; the zero Record when the store holds none. It reads B,
+// then B.<N>; when an adoption came in between (B.<N> holds the marker it left), it
+// reads again, so the record it returns was the store's at one moment: an adopter that
+// goes on from it marks the right check subject.
+func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
+	for range maxReadAttempts {
+		m, err := r.last(ctx, r.base)
+		if err != nil || m == nil {
+			return epoch.Record{}, err
+		}
+		n, err := strconv.ParseUint(string(m.Data), 10, 64)
+		if err != nil || n == 0 {
+			return epoch.Record{}, fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
+		}
+		c, err := r.last(ctx, r.checkSubject(n))
+		switch {
+		case err != nil:
+			return epoch.Record{}, err
+		case c == nil:
+			// No check message (removed by hand): writes under n expect none, and the
+			// next adoption marks the subject, which ends them.
+			return epoch.Record{Epoch: n}, nil
+		case string(c.Data) == string(m.Data):
+			return epoch.Record{Epoch: n, Rev: c.Sequence}, nil
+		}
+		// A marker: epoch n was superseded after the first read.
+	}
+	return epoch.Record{}, fmt.Errorf("the epoch record %s moved %d times while reading it", r.base, maxReadAttempts)
+}
+
+// last is the last message on subject, nil when it holds none.
+func (r *Record) last(ctx context.Context, subject string) (*js.RawStreamMsg, error) {
+	m, err := r.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, js.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// WriteEpoch advances the record from over to n in one atomic batch (see the package
+// doc); ErrMoved when over is no longer the store's.
+func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
+	var ack *jetstreamext.BatchAck
+	err := Send(ctx, func() error {
+		data := strconv.AppendUint(nil, n, 10)
+		current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
+		current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+		check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
+		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+		msgs := []*nats.Msg{current, check}
+		if over.Epoch == 0 {
+			current.Header.Set(js.ExpectedLastSubjSeqHeader, "0")
+		} else {
+			superseded := &nats.Msg{Subject: r.checkSubject(over.Epoch), Header: nats.Header{}}
+			superseded.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+			superseded.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
+			superseded.Header.Set("Abi-Epoch-Superseded-By", string(data))
+			msgs = append([]*nats.Msg{superseded}, msgs...)
+		}
+		var err error
+		ack, err = jetstreamext.PublishMsgBatch(ctx, r.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+		return err
+	})
+	switch {
+	case err == nil:
+		// The commit is the last message of the batch: the check subject's.
+		return epoch.Record{Epoch: n, Rev: ack.Sequence}, nil
+	case jserr.IsConflict(err):
+		return epoch.Record{}, fmt.Errorf("%s: %w (%v)", r.base, epoch.ErrMoved, err)
+	default:
+		return epoch.Record{}, fmt.Errorf("write %s: %w", r.base, err)
+	}
+}
+
+// Resend pauses, growing from a millisecond to maxPause with jitter, and at most
+// maxResends times, before sending an undecided write again.
+const (
+	maxPause   = 20 * time.Millisecond
+	maxResends = 250
+)
+
+// Send runs write, and runs it again while the server left it undecided (10164), with
+// a short jittered pause, until it is decided, ctx ends or maxResends is reached. On a
+// replicated bucket every epoch-checked write checks the same subject, and the server
+// judges one such expectation at a time: concurrent writes of one engine meet 10164 as
+// a matter of course, so jserr.Resend's few tries are not enough for them.
+func Send(ctx context.Context, write func() error) error {
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := write()
+		if attempt == maxResends || jserr.Classify(err) != jserr.Undecided {
+			return err
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, maxPause)
+	}
+}
