@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	kvbolt "github.com/abi-engine/engine/primaries/keyvalue/bbolt"
 	kvjs "github.com/abi-engine/engine/primaries/keyvalue/jetstream"
@@ -21,7 +22,7 @@ import (
 func nothingToClose() error { return nil }
 
 // openKeyValue opens the configured keyvalue backend.
-func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyvalue.Store, func() error, error) {
+func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set) (keyvalue.Store, func() error, error) {
 	kc := cfg.Services.KeyValue
 	switch kc.Adapter {
 	case config.KeyValueMemory:
@@ -37,7 +38,7 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyva
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue (jetstream): %w", err)
 		}
-		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas()})
+		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas(), Failpoints: fp})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue: %w", err)
 		}

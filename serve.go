@@ -53,7 +53,7 @@ func (s *servingSet) openSessions() int {
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, named: map[string]*actor.PID{}}
 	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
-	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc)
+	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints)
 	if err != nil {
 		return set, err
 	}
@@ -93,6 +93,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			LeaseValid:    own.Gate().Valid,
 			Overflow:      overflow,
 			OnCall:        e.metrics.call,
+			Failpoints:    e.opts.failpoints,
 		})
 		if err != nil {
 			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)

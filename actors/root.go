@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
 	"github.com/anthdm/hollywood/actor"
@@ -74,6 +75,8 @@ type RootConfig struct {
 	// OnPhase sees each handover phase's duration, on the root's goroutine. Optional.
 	OnPhase func(phase Phase, d time.Duration)
 	Logger  *zap.Logger
+	// Failpoints hosts release-before-jobs and serve-after-release; nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Root is the handle on the engine's root actor. Its methods read the snapshot the
@@ -232,6 +235,7 @@ type rootActor struct {
 	st         *cascade
 	phaseTimer *time.Timer
 	retries    map[string]*time.Timer // members to tell Serve again, by PID string
+	held       []*time.Timer          // fail points' messages held back (failpoints.go)
 }
 
 func (a *rootActor) Receive(c *actor.Context) {
@@ -427,7 +431,7 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 	default:
 		return
 	}
-	for p := st.phase + 1; !a.begin(c, p); p++ {
+	for p := a.next(st.phase); !a.begin(c, p); p = a.next(p) {
 	}
 }
 
@@ -442,8 +446,7 @@ func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
 		}
 		st.drainBy = time.Now().Add(r.cfg.Drain)
 		a.enter(c, p, st.drainBy, r.cfg.Jobs)
-		c.Send(r.cfg.Jobs, StopAccepting{Deadline: st.drainBy})
-		return true
+		return a.stopJobs(c, StopAccepting{Deadline: st.drainBy})
 	case PhaseRelease:
 		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
 		if r.cfg.Ownership.Status().State.Terminal() {
@@ -457,7 +460,7 @@ func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
 		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
 			return false
 		}
-		a.fanOut(c, StopAccepting{Deadline: st.drainBy}, false)
+		a.stopAccepting(c, StopAccepting{Deadline: st.drainBy})
 		return true
 	case PhaseSessions:
 		a.enter(c, p, st.drainBy)
@@ -572,6 +575,7 @@ func (a *rootActor) stopTimers() {
 		a.phaseTimer = nil
 	}
 	a.stopRetries()
+	a.stopHeld()
 }
 
 func (a *rootActor) members(withJobs bool) []*actor.PID {

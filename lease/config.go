@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/abi-engine/engine/internal/failpoint"
 )
 
 // Config is what a Machine needs. Lease and StandbyTimeout come from nats.engine.
@@ -11,6 +13,8 @@ type Config struct {
 	Me             Holder
 	Lease          time.Duration
 	StandbyTimeout time.Duration
+	// Failpoints hosts skip-fencing (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Validate reports a configuration the machine cannot run with.

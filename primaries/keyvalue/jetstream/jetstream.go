@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
@@ -47,6 +48,8 @@ type Config struct {
 	Replicas int
 	// Storage is where the server keeps the bucket; the zero value is file storage.
 	Storage js.StorageType
+	// Failpoints hosts resend-unknown (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Store is a keyvalue.Store on a JetStream KV bucket.
@@ -56,6 +59,7 @@ type Store struct {
 	bucket string
 	prefix string // subject prefix of the bucket's keys
 	opened *jsbucket.Bucket
+	fp     *failpoint.Set
 }
 
 var _ keyvalue.Store = (*Store)(nil)
@@ -88,7 +92,7 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{js: j, kv: kv, bucket: cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".", opened: b}, nil
+	return &Store{js: j, kv: kv, bucket: cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".", opened: b, fp: cfg.Failpoints}, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured
@@ -176,7 +180,10 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if ttl > 0 {
 		opts = append(opts, js.WithMsgTTL(ttlSeconds(ttl)))
 	}
-	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.prefix + encode(key), Data: value}, opts...)
+	err := failpoint.Resend(s.fp, func() error { // resend-unknown
+		_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.prefix + encode(key), Data: value}, opts...)
+		return err
+	})()
 	if err != nil {
 		return s.writeError("set", key, err)
 	}
@@ -192,10 +199,10 @@ func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, tt
 	if ttl > 0 {
 		opts = append(opts, js.KeyTTL(ttlSeconds(ttl)))
 	}
-	err := jserr.Resend(ctx, func() error {
+	err := jserr.Resend(ctx, failpoint.Resend(s.fp, func() error { // resend-unknown
 		_, err := s.kv.Create(ctx, encode(key), value, opts...)
 		return err
-	})
+	}))
 	switch {
 	case err == nil:
 		return true, nil
@@ -232,9 +239,9 @@ func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyV
 		if err != nil || e == nil || !match(e) {
 			return false, err
 		}
-		err = jserr.Resend(ctx, func() error {
+		err = jserr.Resend(ctx, failpoint.Resend(s.fp, func() error { // resend-unknown
 			return s.kv.Purge(ctx, encode(key), js.LastRevision(e.Revision()), js.PurgeTTL(markerTTL))
-		})
+		}))
 		switch {
 		case err == nil:
 			return true, nil
