@@ -41,28 +41,29 @@ func (d dropRenewalReply) Update(ctx context.Context, h lease.Holder, rev uint64
 }
 
 // next is the handover phase after p: the next one, or with release-before-jobs the
-// release before the jobs.
+// release first and the jobs last (after the drain, before the stop).
 func (a *rootActor) next(p Phase) Phase {
 	if failpoint.On(a.r.cfg.Failpoints, failpoint.ReleaseBeforeJobs) {
 		switch p {
 		case PhaseRelaying:
 			return PhaseRelease
 		case PhaseRelease:
+			return PhaseDrain
+		case PhaseSessions:
 			return PhaseJobs
 		case PhaseJobs:
-			return PhaseDrain
+			return PhaseStop
 		}
 	}
 	return p + 1
 }
 
-// stopJobs tells the jobs host to stop and reports that the phase waits for it. With
-// release-before-jobs (the lease released already) it tells it only a lease later, and
-// the cascade goes on at once.
+// stopJobs tells the jobs host to stop; the phase waits for its Drained. With
+// release-before-jobs (the lease released a while ago) it tells it only a lease later.
 func (a *rootActor) stopJobs(c *actor.Context, msg StopAccepting) (waits bool) {
 	if failpoint.On(a.r.cfg.Failpoints, failpoint.ReleaseBeforeJobs) {
 		a.later(c, a.r.cfg.Ownership.Config().Lease, msg, a.r.cfg.Jobs)
-		return false
+		return true
 	}
 	c.Send(a.r.cfg.Jobs, msg)
 	return true

@@ -262,19 +262,34 @@ func (d *driver) isKV() bool { return d.cfg.Service == protocol.KeyValue }
 
 // write sets (keyvalue) or puts (object_storage) value under key idx.
 func (d *driver) write(ctx context.Context, worker, idx int, value []byte, setup bool) Op {
-	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Setup: setup}
 	if d.isKV() {
-		op.Kind = protocol.OpSet
-		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-			return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key, Value: value}
-		}, nil)
+		op := d.set(ctx, worker, d.key(idx), value)
+		op.Setup = setup
 		return op
 	}
+	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Setup: setup}
 	op.Kind = protocol.OpPutObject
 	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
 		return protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx), Content: value}
 	}, nil)
 	return op
+}
+
+// set sets value under the keyvalue key.
+func (d *driver) set(ctx context.Context, worker int, key string, value []byte) Op {
+	op := Op{Worker: worker, Key: key, Input: ValueHash(value), Kind: protocol.OpSet}
+	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: value}
+	}, nil)
+	return op
+}
+
+// Set sets value under the keyvalue key through tr, within timeout, as a worker of Run
+// does, and returns its record (worker is its Op.Worker). The chaos harness sends the
+// calls of its own a scenario needs with it, so they are recorded as the traffic is.
+func Set(ctx context.Context, tr *client.Transport, worker int, key string, value []byte, timeout time.Duration) Op {
+	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}}
+	return d.set(ctx, worker, key, value)
 }
 
 // read gets key idx. A missing object (NOT_FOUND) is Found false, not an error.

@@ -57,3 +57,17 @@ func TestReleaseBinaryHasNoFailpoints(t *testing.T) {
 		t.Fatal("go tool nm finds no fail-point symbol in a -tags failpoints binary either: the look proves nothing")
 	}
 }
+
+// TestChaosRefusesFailpointScenarios: a release binary cannot stall a call between its
+// lease check and its write, nor run a lease clock fast, so `abi-engine chaos` refuses
+// zombie-write and clock-skew (exit 2), saying what it needs.
+func TestChaosRefusesFailpointScenarios(t *testing.T) {
+	for _, sc := range []string{"zombie-write", "clock-skew"} {
+		r := runCLI(t, nil, "chaos", "--scenario", sc)
+		wantCode(t, r, exitUsage)
+		wantContains(t, "stderr", r.stderr, "scenario "+sc+" switches fail points on", "-tags failpoints")
+	}
+	r := runCLI(t, nil, "chaos", "--scenario", "partition", "--failpoints-holder", "skip-fencing")
+	wantCode(t, r, exitUsage)
+	wantContains(t, "stderr", r.stderr, "this build has no fail points", "skip-fencing")
+}
