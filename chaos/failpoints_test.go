@@ -5,6 +5,7 @@ package chaos
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/abi-engine/engine/chaos/check"
 )
@@ -80,8 +81,19 @@ func TestDropRenewalReplyFailsServingGap(t *testing.T) {
 	failed(t, "handover", Options{Failpoints: Failpoints{Holder: "drop-renewal-reply"}}, "serving-gap")
 }
 
+// TestClockRateBeyondTheBoundFailsNoOverlap: a standby whose lease clock runs 2.5
+// times as fast takes over lease/2.5 after the holder's last renewal, before the
+// holder fences at lease/2: both answer for up to lease/10, less the successor's start.
+// A lease of 2 s keeps that window (200 ms) well above what the start costs.
 func TestClockRateBeyondTheBoundFailsNoOverlap(t *testing.T) {
-	failed(t, "clock-skew", Options{ClockRate: 2.5}, "no-overlap")
+	failed(t, "clock-skew", Options{ClockRate: 2.5, Lease: 2 * time.Second}, "no-overlap")
+}
+
+// TestFastContenderFailsTakeoverAfterSilence: a standby whose lease clock runs 1.5
+// times as fast judges a lease of silence in two thirds of one; partition judges every
+// takeover by the real lease, and takeover-after-silence catches it.
+func TestFastContenderFailsTakeoverAfterSilence(t *testing.T) {
+	failed(t, "partition", Options{Failpoints: Failpoints{Others: "clock-rate=1.5"}}, "takeover-after-silence")
 }
 
 // skipWithoutEpoch skips a zombie-write test before the storage epoch exists.
