@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/bench"
@@ -55,6 +56,14 @@ func zombieWrite(h *harness) error {
 		return err
 	}
 	writers := map[uint64]string{} // who wrote each value of the zombie keys
+	// The zombie's calls are the scenario's: a scenario that breaks down ends them and
+	// waits for them.
+	zctx, endZombies := context.WithCancel(context.WithoutCancel(h.ctx))
+	var zombies sync.WaitGroup
+	defer func() {
+		endZombies()
+		zombies.Wait()
+	}()
 	var pcs []pauseCycle
 	var successors []*procMember
 	for n := 0; h.cycles(n, 1); n++ {
@@ -73,11 +82,11 @@ func zombieWrite(h *harness) error {
 		value := []byte(fmt.Sprintf("zombie write %d of seed %d", n+1, h.opts.Seed))
 		writers[bench.ValueHash(value)] = cur.id()
 		zombie := make(chan bench.Op, 1)
-		go func() {
-			op := bench.Set(context.WithoutCancel(h.ctx), once, zombieWorker+n, key, value, stall+10*h.lease)
+		zombies.Go(func() {
+			op := bench.Set(zctx, once, zombieWorker+n, key, value, stall+10*h.lease)
 			h.rec.Record(op)
 			zombie <- op
-		}()
+		})
 		if err := h.waitFor(h.lease, cur.nm+" stalling the write to "+key, func() bool { return cur.logged("stalling a call on key") }); err != nil {
 			return err
 		}
