@@ -199,18 +199,26 @@ func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, tt
 	if ttl > 0 {
 		opts = append(opts, js.KeyTTL(ttlSeconds(ttl)))
 	}
-	err := jserr.Resend(ctx, failpoint.Resend(s.fp, func() error { // resend-unknown
-		_, err := s.kv.Create(ctx, encode(key), value, opts...)
-		return err
-	}))
-	switch {
-	case err == nil:
-		return true, nil
-	case jserr.IsConflict(err):
-		return false, nil
-	default:
-		return false, s.writeError("set_if_not_exists", key, err)
+	for range maxCASAttempts {
+		err := jserr.Resend(ctx, failpoint.Resend(s.fp, func() error { // resend-unknown
+			_, err := s.kv.Create(ctx, encode(key), value, opts...)
+			return err
+		}))
+		switch {
+		case err == nil:
+			return true, nil
+		case !jserr.IsConflict(err):
+			return false, s.writeError("set_if_not_exists", key, err)
+		}
+		// A conflict means the key holds a value, or held the marker of a delete that
+		// expired (markerTTL) between Create's two writes: the write over the marker
+		// expects a revision that is gone. Only a live value makes it "not set".
+		e, err := s.entry(ctx, key)
+		if err != nil || e != nil {
+			return false, err
+		}
 	}
+	return false, protocol.Errorf(protocol.Conflict, "keyvalue set_if_not_exists %.64q: the key changed %d times while setting it", key, maxCASAttempts)
 }
 
 // Delete removes key and reports whether it had a value.
