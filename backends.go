@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	kvbolt "github.com/abi-engine/engine/primaries/keyvalue/bbolt"
 	kvjs "github.com/abi-engine/engine/primaries/keyvalue/jetstream"
@@ -21,7 +22,7 @@ import (
 func nothingToClose() error { return nil }
 
 // openKeyValue opens the configured keyvalue backend.
-func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyvalue.Store, func() error, error) {
+func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set) (keyvalue.Store, func() error, error) {
 	kc := cfg.Services.KeyValue
 	switch kc.Adapter {
 	case config.KeyValueMemory:
@@ -37,13 +38,13 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyva
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue (jetstream): %w", err)
 		}
-		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas()})
+		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas(), Failpoints: fp})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue: %w", err)
 		}
 		return s, nothingToClose, nil
 	case config.KeyValuePostgres:
-		s, err := kvpg.Open(ctx, kc.DSN, kvpg.Config{Table: kc.Table})
+		s, err := kvpg.Open(ctx, kc.DSN, kvpg.Config{Table: kc.Table, Failpoints: fp})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue (postgres): %w", err)
 		}
@@ -53,7 +54,7 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn) (keyva
 }
 
 // openObjectStorage opens the configured object_storage backend.
-func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn) (objectstorage.Store, func() error, error) {
+func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set) (objectstorage.Store, func() error, error) {
 	oc := cfg.Services.ObjectStorage
 	switch oc.Adapter {
 	case config.ObjectStorageMemory:
@@ -69,7 +70,7 @@ func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage (jetstream): %w", err)
 		}
-		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.ObjectStorageReplicas()})
+		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.ObjectStorageReplicas(), Failpoints: fp})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage: %w", err)
 		}

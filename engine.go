@@ -9,6 +9,7 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -44,6 +45,7 @@ type options struct {
 	jobs       []Job
 	registry   *prometheus.Registry
 	tree       *suture.Supervisor
+	failpoints *failpoint.Set
 }
 
 // WithLogger logs through log (default: no logs).
@@ -75,6 +77,11 @@ func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o
 // called; the engine removes its services from it, in order, when it ends, and the
 // caller stops tree after that.
 func WithSupervisor(tree *suture.Supervisor) Option { return func(o *options) { o.tree = tree } }
+
+// WithFailpoints switches the fail points of set on in the engine (package
+// internal/failpoint; a build with the tag failpoints). The chaos harness uses it to
+// show that its checkers catch real bugs; nil, the default, switches none on.
+func WithFailpoints(set *failpoint.Set) Option { return func(o *options) { o.failpoints = set } }
 
 // Engine is one abi-engine: in role serve it holds the lease and serves the kernel
 // services; in role client every service is a NATS client of the serving engine; in
@@ -155,6 +162,12 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		stopWatch: make(chan struct{}),
 	}
 	e.tree = newTree(o.tree, e.log)
+	if spec := failpoint.String(o.failpoints); spec != "" {
+		e.log.Warn("fail points on: this engine misbehaves on purpose (chaos)", zap.String("failpoints", spec))
+		failpoint.Notify(o.failpoints, func(n failpoint.Name, detail string) {
+			e.log.Warn("fail point fired: "+detail, zap.String("failpoint", string(n)))
+		})
+	}
 	e.me = lease.ThisProcess(o.instanceID, o.version, cfg.NATS.Engine.LeaseRolloutID(), time.Now())
 	m, err := newMetrics(o.registry, e)
 	if err != nil {

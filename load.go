@@ -8,6 +8,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/supervisor"
@@ -69,6 +70,11 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	// hollywood has no engine to stop: the actors service poisons the actors, in order.
 	e.tree.add(svcActors, onStop{name: svcActors, stop: e.stopActors})
 	e.watchPanics(sys)
+	fp := e.opts.failpoints
+	var clock actors.Clock // the real one
+	if r := failpoint.Rate(fp); r != 1 {
+		clock = actors.RateClock(r)
+	}
 	own, err := actors.SpawnOwnership(sys, actors.OwnershipConfig{
 		Store: store,
 		Lease: lease.Config{
@@ -76,9 +82,12 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 			Lease:          e.cfg.NATS.Engine.Lease(),
 			StandbyTimeout: e.cfg.NATS.Engine.StandbyTimeout(),
 			Drain:          e.cfg.NATS.Engine.Drain(),
+			Failpoints:     fp,
 		},
-		Logger:  e.log,
-		OnEvent: e.metrics.leaseEvent,
+		Logger:     e.log,
+		OnEvent:    e.metrics.leaseEvent,
+		Clock:      clock,
+		Failpoints: fp,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
@@ -119,13 +128,14 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		return err
 	}
 	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{
-		Ownership: e.ownership,
-		Jobs:      set.jobsPID,
-		Members:   set.members,
-		Drain:     e.cfg.NATS.Engine.Drain(),
-		Sessions:  set.waitSessions,
-		OnPhase:   e.metrics.handoverPhase,
-		Logger:    e.log,
+		Ownership:  e.ownership,
+		Jobs:       set.jobsPID,
+		Members:    set.members,
+		Drain:      e.cfg.NATS.Engine.Drain(),
+		Sessions:   set.waitSessions,
+		OnPhase:    e.metrics.handoverPhase,
+		Logger:     e.log,
+		Failpoints: e.opts.failpoints,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

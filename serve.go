@@ -53,7 +53,7 @@ func (s *servingSet) openSessions() int {
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, named: map[string]*actor.PID{}}
 	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
-	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc)
+	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints)
 	if err != nil {
 		return set, err
 	}
@@ -63,7 +63,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	kvFence, _ := kv.(primaries.EpochFence)
 	kv = healthyKeyValue{Store: kv, h: kvHealth}
 	set.kv = kv
-	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc)
+	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints)
 	if err != nil {
 		return set, err
 	}
@@ -105,6 +105,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			Fence:         fence,
 			Overflow:      overflow,
 			OnCall:        e.metrics.call,
+			Failpoints:    e.opts.failpoints,
 		})
 		if err != nil {
 			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)

@@ -66,7 +66,7 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 	default:
 		return
 	}
-	for p := st.phase + 1; !a.begin(c, p); p++ {
+	for p := a.next(st.phase); !a.begin(c, p); p = a.next(p) {
 	}
 }
 
@@ -81,8 +81,7 @@ func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
 		}
 		st.drainBy = time.Now().Add(r.cfg.Drain)
 		a.enter(c, p, st.drainBy, r.cfg.Jobs)
-		c.Send(r.cfg.Jobs, StopAccepting{Deadline: st.drainBy})
-		return true
+		return a.stopJobs(c, StopAccepting{Deadline: st.drainBy})
 	case PhaseRelease:
 		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
 		if r.cfg.Ownership.Status().State.Terminal() {
@@ -96,7 +95,7 @@ func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
 		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
 			return false
 		}
-		a.fanOut(c, StopAccepting{Deadline: st.drainBy}, false)
+		a.stopAccepting(c, StopAccepting{Deadline: st.drainBy})
 		return true
 	case PhaseSessions:
 		a.enter(c, p, st.drainBy)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
 	"github.com/anthdm/hollywood/actor"
@@ -50,6 +51,10 @@ type OwnershipConfig struct {
 	OnEvent func(lease.Event)
 	// Subscribers receive the role broadcasts.
 	Subscribers []*actor.PID
+	// Clock is the time the lease machine and its timers run on; nil is the real one.
+	Clock Clock
+	// Failpoints hosts drop-renewal-reply (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Status is a snapshot of the ownership, safe to read from any goroutine.
@@ -70,6 +75,7 @@ type core struct {
 	cfg     OwnershipConfig
 	machine *lease.Machine
 	gate    *lease.Gate
+	clock   Clock
 	log     *zap.Logger
 	started bool
 	subs    []*actor.PID
@@ -121,6 +127,7 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 		cfg:     cfg,
 		machine: m,
 		gate:    cfg.Gate,
+		clock:   cfg.Clock,
 		log:     cfg.Logger,
 		subs:    append([]*actor.PID(nil), cfg.Subscribers...),
 		status:  notify.New(Status{State: lease.StateIdle}),
@@ -128,6 +135,9 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 	}
 	if k.gate == nil {
 		k.gate = lease.NewGate()
+	}
+	if k.clock == nil {
+		k.clock = realClock{}
 	}
 	k.gate.Close() // the machine starts idle: nothing may run until it serves
 	if k.log == nil {
@@ -230,27 +240,27 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.spawnChildren(c)
 		if !k.started {
 			k.started = true
-			a.apply(c, k.machine.Start(time.Now()))
+			a.apply(c, k.machine.Start(k.clock.Now()))
 		} else {
 			a.resync(c)
 		}
 	case actor.Stopped:
 		a.worker.stop()
 	case tick:
-		a.apply(c, k.machine.Tick(time.Now()))
+		a.apply(c, k.machine.Tick(k.clock.Now()))
 	case observed:
-		a.apply(c, k.machine.Observe(time.Now(), m.rec))
+		a.apply(c, k.machine.Observe(k.clock.Now(), m.rec))
 	case observedEpoch:
-		a.apply(c, k.machine.ObserveEpoch(time.Now(), m.rec))
+		a.apply(c, k.machine.ObserveEpoch(k.clock.Now(), m.rec))
 	case opDone:
-		a.apply(c, k.machine.Done(time.Now(), m.res))
+		a.apply(c, k.machine.Done(k.clock.Now(), m.res))
 	case Release:
-		a.apply(c, k.machine.Release(time.Now()))
+		a.apply(c, k.machine.Release(k.clock.Now()))
 	case MarkDrained:
 		if from := c.Sender(); from != nil {
 			k.drainWaiters = append(k.drainWaiters, from)
 		}
-		a.apply(c, k.machine.MarkDrained(time.Now()))
+		a.apply(c, k.machine.MarkDrained(k.clock.Now()))
 	case Subscribe:
 		// A subscriber that subscribes again (a root restarted after a panic does, to
 		// learn the current role) is told the role, not added twice: every broadcast
@@ -288,7 +298,9 @@ func (a *ownershipActor) spawnChildren(c *actor.Context) {
 		return c.SpawnChild(p, name, SpawnOpts("1")...)
 	}
 	a.children = &children{
-		renewer:   spawn(RenewerName, func() actor.Receiver { return &renewer{store: k.cfg.Store, tasks: k.tasks} }),
+		renewer: spawn(RenewerName, func() actor.Receiver {
+			return &renewer{store: renewalStore(k.cfg.Store, k.cfg.Failpoints), tasks: k.tasks}
+		}),
 		fencer:    spawn(FencerName, func() actor.Receiver { return &fencer{} }),
 		contender: spawn(ContenderName, func() actor.Receiver { return &contender{store: k.cfg.Store, tasks: k.tasks} }),
 	}
@@ -316,11 +328,13 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 			k.cfg.OnEvent(ev)
 		}
 	}
-	if op := out.Op; op != nil {
+	if out.Op != nil {
+		op := *out.Op
+		op.Timeout = realDuration(k.clock, op.Timeout)
 		if op.Purpose == lease.PurposeRenewal {
-			c.Send(a.children.renewer, runOp{op: *op})
+			c.Send(a.children.renewer, runOp{op: op})
 		} else {
-			a.worker.run(c.Engine(), c.PID(), k.cfg.Store, *op)
+			a.worker.run(c.Engine(), c.PID(), k.cfg.Store, op)
 		}
 	}
 	switch out.Watch {
@@ -338,7 +352,7 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	a.arm(c, out.Deadlines)
 	switch out.Gate.Kind {
 	case lease.GateAllow:
-		k.gate.Allow(out.Gate.Until)
+		k.gate.Allow(k.clock.Real(out.Gate.Until))
 	case lease.GateDrain:
 		// A clean handover: the calls already received are answered.
 		k.gate.Drain()
@@ -381,14 +395,14 @@ func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
 			continue
 		}
 		a.armed[t.name] = t.at
-		c.Send(t.pid, arm{at: t.at})
+		c.Send(t.pid, arm{at: a.core.clock.Real(t.at)}) // the timers run on the real clock
 	}
 }
 
 // publish publishes the status the machine is in.
 func (a *ownershipActor) publish() {
 	m := a.core.machine
-	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: m.LastRenewed(), Err: m.Err()}
+	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: a.core.clock.Real(m.LastRenewed()), Err: m.Err()}
 	switch {
 	case m.Revision() != 0:
 		s.Holder = m.Config().Me

@@ -43,6 +43,13 @@ func startNode(t *testing.T, store lease.Store, me lease.Holder) *node {
 
 func startNodeWith(t *testing.T, store lease.Store, cfg lease.Config) *node {
 	t.Helper()
+	return startNodeFrom(t, OwnershipConfig{Store: store, Lease: cfg})
+}
+
+// startNodeFrom starts a node whose ownership has oc, with the test's event hook and
+// subscriber.
+func startNodeFrom(t *testing.T, oc OwnershipConfig) *node {
+	t.Helper()
 	e, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -63,18 +70,15 @@ func startNodeWith(t *testing.T, store lease.Store, cfg lease.Config) *node {
 			n.mu.Unlock()
 		}
 	}, "subscriber")
-	o, err := SpawnOwnership(e, OwnershipConfig{
-		Store: store,
-		Lease: cfg,
-		// The test hook on the machine's transition table: a move it does not allow
-		// fails the test.
-		OnEvent: func(ev lease.Event) {
-			if ev.Kind == lease.EventIllegalTransition {
-				t.Errorf("the lease machine: %v", ev.Err)
-			}
-		},
-		Subscribers: []*actor.PID{n.sub},
-	})
+	// The test hook on the machine's transition table: a move it does not allow fails
+	// the test.
+	oc.OnEvent = func(ev lease.Event) {
+		if ev.Kind == lease.EventIllegalTransition {
+			t.Errorf("the lease machine: %v", ev.Err)
+		}
+	}
+	oc.Subscribers = []*actor.PID{n.sub}
+	o, err := SpawnOwnership(e, oc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
 	"github.com/anthdm/hollywood/actor"
@@ -77,6 +78,8 @@ type RootConfig struct {
 	// OnPhase sees each handover phase's duration, on the root's goroutine. Optional.
 	OnPhase func(phase Phase, d time.Duration)
 	Logger  *zap.Logger
+	// Failpoints hosts release-before-jobs and serve-after-release; nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Root is the handle on the engine's root actor. Its methods read the snapshot the
@@ -241,6 +244,7 @@ type rootActor struct {
 	st         *cascade
 	phaseTimer *time.Timer
 	retries    map[string]*time.Timer // members to tell Serve again, by PID string
+	held       []*time.Timer          // fail points' messages held back (failpoints.go)
 }
 
 func (a *rootActor) Receive(c *actor.Context) {
@@ -448,6 +452,7 @@ func (a *rootActor) stopTimers() {
 		a.phaseTimer = nil
 	}
 	a.stopRetries()
+	a.stopHeld()
 }
 
 func (a *rootActor) members(withJobs bool) []*actor.PID {

@@ -18,8 +18,10 @@
 //	                get      Keys keys are seeded first; workers read random ones and
 //	                         check the seeded value
 //	                set      writes of fresh values to random keys
-//	                mixed    random keys shared by all workers, half sets, half gets:
-//	                         history for a linearizability checker, no check of its own
+//	                mixed    random keys shared by all workers: half gets, a quarter
+//	                         sets, an eighth each set_if_not_exists and delete (their
+//	                         boolean outcomes recorded): history for a linearizability
+//	                         checker, no check of its own
 //	object_storage  put-get  as set-get, with put_object and get_object
 //	                get      as get, with get_object
 //	                put      as set, with put_object
@@ -31,7 +33,8 @@
 // value acceptable.
 //
 // Every operation goes to a Recorder as an Op: worker, kind, key, hashes of the value
-// written and read (ValueHash), invoke and complete times, error code, the answering
+// written and read (ValueHash), a conditional write's outcome (Applied), invoke and
+// complete times, error code, the answering
 // instance, and whether a failure leaves open that the call took effect (Indefinite).
 // That is what a per-key register linearizability check needs. The Recorder keeps
 // aggregates in constant memory: counts, errors by code, and latency in a log-linear

@@ -63,7 +63,7 @@ const (
 	forgetful           // get finds nothing
 )
 
-// serveKV answers abi.svc.keyvalue.v1.{set,get,delete} over st in queue group "q" as
+// serveKV answers abi.svc.keyvalue.v1.{set,set_if_not_exists,get,delete} over st in queue group "q" as
 // engine instance, on nc.
 func serveKV(t *testing.T, nc *nats.Conn, st *store, instance string, b behaviour) {
 	t.Helper()
@@ -77,6 +77,19 @@ func serveKV(t *testing.T, nc *nats.Conn, st *store, instance string, b behaviou
 			st.data[req.Key] = req.Value
 			st.mu.Unlock()
 			return protocol.Empty{}, nil
+		},
+		protocol.OpSetIfNotExists: func(body []byte) (any, *protocol.Error) {
+			var req protocol.KVSetRequest
+			if err := json.Unmarshal(body, &req); err != nil {
+				return nil, protocol.Errorf(protocol.InvalidArgument, "decode: %v", err)
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if _, ok := st.data[req.Key]; ok {
+				return protocol.KVSetReply{Set: false}, nil
+			}
+			st.data[req.Key] = req.Value
+			return protocol.KVSetReply{Set: true}, nil
 		},
 		protocol.OpGet: func(body []byte) (any, *protocol.Error) {
 			var req protocol.KVKeyRequest

@@ -15,24 +15,28 @@ const KindEcho = "echo"
 
 // Op is one operation as a client saw it. The fields a linearizability checker of a
 // keyvalue register needs are all there: Key, Kind, Input (written), Output and Found
-// (read), Invoke and Complete, and whether a failure leaves the outcome open
-// (Indefinite).
+// (read), Applied (a conditional write's outcome), Invoke and Complete, and whether a
+// failure leaves the outcome open (Indefinite).
 type Op struct {
 	// Worker is the index of the worker that issued it (of the seeding or cleanup
 	// goroutine for Setup ops).
 	Worker int `json:"worker"`
-	// Kind is the operation: protocol.OpSet, OpGet, OpDelete, OpPutObject, OpGetObject,
-	// OpDeleteObject, or KindEcho.
+	// Kind is the operation: protocol.OpSet, OpSetIfNotExists, OpGet, OpDelete,
+	// OpPutObject, OpGetObject, OpDeleteObject, or KindEcho.
 	Kind string `json:"kind"`
 	// Key is the keyvalue key, or "<prefix>/<key>" of an object.
 	Key string `json:"key"`
-	// Input is ValueHash of the value written (set, put_object, echo); 0 otherwise.
+	// Input is ValueHash of the value written (set, set_if_not_exists, put_object,
+	// echo); 0 otherwise.
 	Input uint64 `json:"input,omitempty"`
 	// Output is ValueHash of the value read when Found (get, get_object, echo).
 	Output uint64 `json:"output,omitempty"`
 	// Found reports that a read found a value. A get_object answered NOT_FOUND is
 	// Found false without an error, like a keyvalue get of a missing key.
 	Found bool `json:"found,omitempty"`
+	// Applied is the boolean outcome of a keyvalue set_if_not_exists (set: the key was
+	// absent and now holds Input) or delete (deleted: the key had a value).
+	Applied bool `json:"applied,omitempty"`
 	// Invoke is when the call was issued, Complete when its reply or error arrived.
 	Invoke   time.Time `json:"invoke"`
 	Complete time.Time `json:"complete"`

@@ -105,10 +105,18 @@ func (d *driver) work(id int, l *loop) {
 	case WorkloadMixed:
 		for l.next() {
 			idx := w.rng.IntN(d.cfg.Keys)
-			if w.rng.IntN(2) == 0 {
-				d.rec.Record(d.write(l.ctx, id, idx, w.value(), false))
-			} else {
+			// Half gets, a quarter sets, an eighth each set_if_not_exists and delete: the
+			// conditional writes answer with what they found, so a write applied twice
+			// shows in the history.
+			switch n := w.rng.IntN(8); {
+			case n < 4:
 				d.rec.Record(d.read(l.ctx, id, idx, false))
+			case n < 6:
+				d.rec.Record(d.write(l.ctx, id, idx, w.value(), false))
+			case n == 6:
+				d.rec.Record(d.setIfNotExists(l.ctx, id, idx, w.value()))
+			default:
+				d.rec.Record(d.delete(l.ctx, id, idx, false))
 			}
 		}
 	}
@@ -236,7 +244,7 @@ func (d *driver) seed(ctx context.Context, g, idx int, buf []byte) error {
 
 // remove deletes key idx; a missing object is fine (the run may not have reached it).
 func (d *driver) remove(ctx context.Context, g, idx int, _ []byte) error {
-	op := d.delete(ctx, g, idx)
+	op := d.delete(ctx, g, idx, true)
 	d.rec.Record(op)
 	if op.Failed() {
 		return fmt.Errorf("key %q: %s", op.Key, op.Err)
@@ -254,19 +262,34 @@ func (d *driver) isKV() bool { return d.cfg.Service == protocol.KeyValue }
 
 // write sets (keyvalue) or puts (object_storage) value under key idx.
 func (d *driver) write(ctx context.Context, worker, idx int, value []byte, setup bool) Op {
-	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Setup: setup}
 	if d.isKV() {
-		op.Kind = protocol.OpSet
-		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-			return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key, Value: value}
-		}, nil)
+		op := d.set(ctx, worker, d.key(idx), value)
+		op.Setup = setup
 		return op
 	}
+	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Setup: setup}
 	op.Kind = protocol.OpPutObject
 	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
 		return protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx), Content: value}
 	}, nil)
 	return op
+}
+
+// set sets value under the keyvalue key.
+func (d *driver) set(ctx context.Context, worker int, key string, value []byte) Op {
+	op := Op{Worker: worker, Key: key, Input: ValueHash(value), Kind: protocol.OpSet}
+	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: value}
+	}, nil)
+	return op
+}
+
+// Set sets value under the keyvalue key through tr, within timeout, as a worker of Run
+// does, and returns its record (worker is its Op.Worker). The chaos harness sends the
+// calls of its own a scenario needs with it, so they are recorded as the traffic is.
+func Set(ctx context.Context, tr *client.Transport, worker int, key string, value []byte, timeout time.Duration) Op {
+	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}}
+	return d.set(ctx, worker, key, value)
 }
 
 // read gets key idx. A missing object (NOT_FOUND) is Found false, not an error.
@@ -297,14 +320,27 @@ func (d *driver) read(ctx context.Context, worker, idx int, setup bool) Op {
 	return op
 }
 
-// delete removes key idx (cleanup).
-func (d *driver) delete(ctx context.Context, worker, idx int) Op {
-	op := Op{Worker: worker, Key: d.key(idx), Setup: true}
+// setIfNotExists writes value under keyvalue key idx only if the key is absent.
+func (d *driver) setIfNotExists(ctx context.Context, worker, idx int, value []byte) Op {
+	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Kind: protocol.OpSetIfNotExists}
+	var r protocol.KVSetReply
+	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
+		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key, Value: value}
+	}, &r)
+	op.Applied = !op.Failed() && r.Set
+	return op
+}
+
+// delete removes key idx (the mixed workload's deletes, and the cleanup).
+func (d *driver) delete(ctx context.Context, worker, idx int, setup bool) Op {
+	op := Op{Worker: worker, Key: d.key(idx), Setup: setup}
 	if d.isKV() {
 		op.Kind = protocol.OpDelete
+		var r protocol.KVDeleteReply
 		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
 			return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key}
-		}, nil)
+		}, &r)
+		op.Applied = !op.Failed() && r.Deleted
 		return op
 	}
 	op.Kind = protocol.OpDeleteObject

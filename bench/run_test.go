@@ -358,6 +358,37 @@ func TestRunWithSharedRecorder(t *testing.T) {
 	}
 }
 
+// TestMixedRecordsConditionalWrites: the mixed workload sends set_if_not_exists and
+// delete besides sets and gets, and records what each conditional write found.
+func TestMixedRecordsConditionalWrites(t *testing.T) {
+	f := newFixture(t)
+	serveKV(t, f.conn(t), newStore(), "i", honest)
+	cfg := testConfig(400)
+	cfg.Workload, cfg.Keys = WorkloadMixed, 4
+	rep, err := Run(t.Context(), f.tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]map[bool]int{}
+	for _, op := range measured(rep.History) {
+		if op.Failed() {
+			t.Fatalf("%s failed: %s", op.Kind, op.Err)
+		}
+		if outcomes[op.Kind] == nil {
+			outcomes[op.Kind] = map[bool]int{}
+		}
+		outcomes[op.Kind][op.Applied]++
+	}
+	for _, kind := range []string{protocol.OpSetIfNotExists, protocol.OpDelete} {
+		if outcomes[kind][true] == 0 || outcomes[kind][false] == 0 {
+			t.Errorf("%s outcomes %v: want some applied and some not over 4 keys", kind, outcomes[kind])
+		}
+	}
+	if len(outcomes[protocol.OpGet]) == 0 || len(outcomes[protocol.OpSet]) == 0 {
+		t.Errorf("kinds %v: want gets and sets too", outcomes)
+	}
+}
+
 func TestExpectation(t *testing.T) {
 	ok := func(h uint64) Op { return Op{Input: h} }
 	lost := func(h uint64) Op { return Op{Input: h, Code: protocol.DeadlineExceeded, Indefinite: true} }

@@ -17,6 +17,7 @@ import (
 	"github.com/abi-engine/engine/chaos/check"
 	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"go.uber.org/goleak"
 )
 
@@ -36,7 +37,8 @@ func TestMain(m *testing.M) {
 	}))...)
 }
 
-// abiEngine builds cmd/abi-engine once per test binary.
+// abiEngine builds cmd/abi-engine once per test binary, with fail points when the test
+// has them.
 func abiEngine(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -45,7 +47,12 @@ func abiEngine(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "abi-engine")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/abi-engine/engine/cmd/abi-engine")
+		args := []string{"build", "-o", binPath}
+		if failpoint.Enabled {
+			// The engine processes have the fail points this test binary has.
+			args = append(args, "-tags", "failpoints")
+		}
+		cmd := exec.Command("go", append(args, "github.com/abi-engine/engine/cmd/abi-engine")...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binError = errors.New("go build cmd/abi-engine: " + err.Error() + "\n" + string(out))
@@ -129,6 +136,7 @@ func TestCISelection(t *testing.T) {
 			if sc.Cluster && testing.Short() {
 				t.Skip("the 3-node cluster scenario is left out under -short")
 			}
+			skipUnlessRunnable(t, sc)
 			rep := runScenario(t, sc.Name, Options{Seed: ciSeed})
 			requirePassed(t, rep)
 			if everyEngineAnswers[sc.Name] {
@@ -147,6 +155,15 @@ func TestCISelection(t *testing.T) {
 // client's no-responders retry turned off, the calls that fall into a handover's short
 // gap (the old engine unsubscribed, the new one not yet subscribed) fail, and the
 // checker names them, while the other invariants still hold.
+// skipUnlessRunnable skips a scenario this build cannot run: one that needs fail
+// points without -tags failpoints (.ci/run runs it with them).
+func skipUnlessRunnable(t *testing.T, sc Scenario) {
+	t.Helper()
+	if sc.Failpoints && !failpoint.Enabled {
+		t.Skipf("%s switches fail points on in its engines: it runs under go test -tags failpoints", sc.Name)
+	}
+}
+
 func TestRetryOffFailsZeroFailures(t *testing.T) {
 	rep := runScenario(t, "rolling-deploy", Options{Seed: ciSeed, Retry: &client.RetryPolicy{Window: 0}})
 	if rep.Error != "" {
@@ -203,11 +220,25 @@ func TestRunRefuses(t *testing.T) {
 	if _, err := Run(ctx, "partition", Options{Lease: 500 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "500ms") {
 		t.Fatalf("lease below the minimum: %v", err)
 	}
+	if _, err := Run(ctx, "partition", Options{KeyValue: KeyValuePostgres}); err == nil || !strings.Contains(err.Error(), "PostgresURL") {
+		t.Fatalf("postgres without its URL: %v", err)
+	}
+	if _, err := Run(ctx, "partition", Options{KeyValue: "redis"}); err == nil || !strings.Contains(err.Error(), `"redis"`) {
+		t.Fatalf("an unknown backend: %v", err)
+	}
+	if !failpoint.Enabled {
+		if _, err := Run(ctx, "clock-skew", Options{}); !errors.Is(err, ErrNoFailpoints) {
+			t.Fatalf("a fail-point scenario in a build without them: %v", err)
+		}
+		if _, err := Run(ctx, "partition", Options{Failpoints: Failpoints{Holder: "skip-fencing"}}); !errors.Is(err, ErrNoFailpoints) {
+			t.Fatalf("fail points asked of a build without them: %v", err)
+		}
+	}
 }
 
 func TestScenariosAndCommand(t *testing.T) {
 	names := Names()
-	want := []string{"rolling-deploy", "kill-holder", "pause-holder", "partition", "broker-restart", "actor-kills", "foreign-value", "cluster-node-loss"}
+	want := []string{"rolling-deploy", "kill-holder", "pause-holder", "zombie-write", "partition", "clock-skew", "handover", "broker-restart", "actor-kills", "foreign-value", "cluster-node-loss"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("scenarios %v, want %v", names, want)
 	}

@@ -9,16 +9,21 @@
 //   - every call sent after a crash's takeover window answered;
 //   - no two engines answering outside the designed handover overlap;
 //   - the keyvalue history linearizable across handovers, crashes and pauses;
+//   - no write of an engine whose lease was taken over committed after its successor's
+//     (what storage committed, read from storage: a zombie's lost update);
 //   - no goroutine and no process left behind;
 //   - and the timing promises: fencing within lease/2 of a cut, takeover only after a
-//     full silent lease, at most one lease without a serving engine when a cluster
-//     node is lost.
+//     full silent lease, no moment without a serving engine longer than a bound.
 //
-// The faults: SIGKILL, SIGSTOP and SIGCONT of an engine process, SIGTERM handovers,
-// panics injected into each of an engine's actors, a broker restart on the same port
-// and store, the loss of each node of a cluster (the lease stream's leader first),
-// a TCP proxy between one engine and the broker that cuts or slows it, and a foreign
-// value written into the lease key.
+// The faults: SIGKILL, SIGSTOP and SIGCONT of an engine process, SIGTERM and Shutdown
+// handovers, panics injected into each of an engine's actors, a broker restart on the
+// same port and store, the loss of each node of a cluster (the lease stream's leader
+// first), a TCP proxy between one engine and the broker that cuts or slows it (or cuts
+// its lease connection alone), and a foreign value written into the lease key. In a
+// build with the tag failpoints the harness also switches fail points on inside the
+// engines (Options.Failpoints, package internal/failpoint): a write stalled between its
+// lease check and the write (zombie-write), a lease clock that runs fast (clock-skew),
+// and one engine bug per checker, each shown failing its checker by a test.
 //
 // Run runs one scenario and returns its Report (package report): a text table, a JSON
 // document and an SVG timeline of throughput, latency and every event of the run. A

@@ -18,6 +18,7 @@ import (
 	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 )
 
@@ -55,6 +56,11 @@ type harness struct {
 
 	observer *observer
 	nextName int
+	// pgTable is the keyvalue table of a run on PostgreSQL (postgres.go), pg its
+	// database, commits what storage committed to the keys watched (commits.go).
+	pgTable string
+	pg      *pgxpool.Pool
+	commits commitLog
 	// cycleStarts is when each fault cycle began (cycles.go).
 	cycleStarts []time.Time
 }
@@ -274,12 +280,12 @@ func (h *harness) addMember(m member) {
 	h.members = append(h.members, m)
 }
 
-// name gives the next engine's name.
-func (h *harness) name() string {
+// name gives the next engine's name, and whether it is the first engine of the run.
+func (h *harness) name() (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.nextName++
-	return fmt.Sprintf("engine-%d", h.nextName)
+	return fmt.Sprintf("engine-%d", h.nextName), h.nextName == 1
 }
 
 // proxy puts a TCP proxy in front of the broker (a single one) for one engine.
@@ -367,6 +373,10 @@ func (h *harness) teardown() {
 			h.logf("proxy: %v", err)
 		}
 	}
+	if h.commits != nil {
+		h.commits.close()
+	}
+	h.dropPostgres()
 	if h.observer != nil {
 		h.observer.stop()
 	}

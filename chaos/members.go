@@ -19,6 +19,7 @@ import (
 	"github.com/abi-engine/engine/chaos/fault"
 	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -156,15 +157,28 @@ func (h *harness) engineConfig(url, rollout string) *config.Config {
 	c.NATS.Engine.StandbyTimeoutSeconds = 600
 	c.NATS.Engine.LeaseReplicas = h.replicas
 	c.Services.KeyValue.Adapter = config.KeyValueJetStream
+	if h.opts.KeyValue == KeyValuePostgres {
+		c.Services.KeyValue.Adapter = config.KeyValuePostgres
+		c.Services.KeyValue.DSN, c.Services.KeyValue.Table = h.opts.PostgresURL, h.pgTable
+	}
 	c.Services.ObjectStorage.Adapter = config.ObjectStorageJetStream
 	c.HTTP.Listen = ""
 	return c
 }
 
 // startInproc loads an engine in this process (through a proxy of its own when
-// viaProxy) and returns once Load has returned: serving, or standing by.
-func (h *harness) startInproc(rollout string, viaProxy bool) (*inproc, error) {
-	nm := h.name()
+// viaProxy), with the scenario's fail points fp besides the options' (failpointSpec),
+// and returns once Load has returned: serving, or standing by.
+func (h *harness) startInproc(rollout string, viaProxy bool, fp ...string) (*inproc, error) {
+	nm, first := h.name()
+	spec, err := h.failpointSpec(first, fp)
+	if err != nil {
+		return nil, err
+	}
+	withFailpoints, err := failpointOption(spec)
+	if err != nil {
+		return nil, err
+	}
 	m := &inproc{h: h, nm: nm, rollout: rollout, mon: newMonitor(h, nm)}
 	url := h.url
 	if viaProxy {
@@ -190,7 +204,11 @@ func (h *harness) startInproc(rollout string, viaProxy bool) (*inproc, error) {
 		h.jobRun(m.eng.InstanceID())
 		return nil
 	}}
-	eng, err := engine.New(cfg, engine.WithLogger(log), engine.WithJob(probe))
+	opts := []engine.Option{engine.WithLogger(log), engine.WithJob(probe)}
+	if withFailpoints != nil {
+		opts = append(opts, withFailpoints)
+	}
+	eng, err := engine.New(cfg, opts...)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", nm, err)
@@ -198,7 +216,8 @@ func (h *harness) startInproc(rollout string, viaProxy bool) (*inproc, error) {
 	m.eng = eng
 	h.addMember(m)
 	go m.poll()
-	h.event(report.KindStep, nm, "loading in-process engine %s (rollout %q)%s", report.Short(eng.InstanceID()), rollout, map[bool]string{true: " through a proxy", false: ""}[viaProxy])
+	h.event(report.KindStep, nm, "loading in-process engine %s (rollout %q)%s%s", report.Short(eng.InstanceID()), rollout,
+		map[bool]string{true: " through a proxy", false: ""}[viaProxy], withSpec(spec))
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
 	if err := eng.Load(ctx); err != nil {
@@ -313,14 +332,30 @@ func (h *harness) processConfig(rollout, httpAddr string) string {
     standby_timeout_seconds: 600
     lease_replicas: %d
 services:
-  keyvalue: {adapter: jetstream}
+  keyvalue: %s
   object_storage: {adapter: jetstream}
 http:
   listen: %q
 log:
   level: info
   format: json
-`, h.url, rollout, h.lease.Seconds(), drainSeconds, h.replicas, httpAddr)
+`, h.url, rollout, h.lease.Seconds(), drainSeconds, h.replicas, h.keyValueYAML(), httpAddr)
+}
+
+// keyValueYAML is the services.keyvalue of an engine process.
+func (h *harness) keyValueYAML() string {
+	if h.opts.KeyValue == KeyValuePostgres {
+		return fmt.Sprintf("{adapter: postgres, dsn: %q, table: %q}", h.opts.PostgresURL, h.pgTable)
+	}
+	return "{adapter: jetstream}"
+}
+
+// withSpec describes an engine's fail points in its start event.
+func withSpec(spec string) string {
+	if spec == "" {
+		return ""
+	}
+	return ", fail points " + spec
 }
 
 // freeAddr picks a free port on 127.0.0.1 for an engine's HTTP server.
@@ -333,10 +368,15 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startProcess starts an engine process of rollout and returns once it serves or
-// stands by, loaded (its /readyz answers 200).
-func (h *harness) startProcess(rollout string) (*procMember, error) {
-	nm := h.name()
+// startProcess starts an engine process of rollout, with the scenario's fail points
+// fp besides the options' (failpointSpec), and returns once it serves or stands by,
+// loaded (its /readyz answers 200).
+func (h *harness) startProcess(rollout string, fp ...string) (*procMember, error) {
+	nm, first := h.name()
+	spec, err := h.failpointSpec(first, fp)
+	if err != nil {
+		return nil, err
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -355,7 +395,7 @@ func (h *harness) startProcess(rollout string) (*procMember, error) {
 		return nil, err
 	}
 	// The environment wins over the file: clear what the harness's own might set.
-	env := []string{config.EnvRole + "=", config.EnvRolloutID + "=", config.EnvNATSURL + "="}
+	env := []string{config.EnvRole + "=", config.EnvRolloutID + "=", config.EnvNATSURL + "=", failpoint.EnvVar + "=" + spec}
 	p, err := fault.StartProcess(nm, h.opts.Binary, []string{"run", "--config", cfgPath}, env, out)
 	if err != nil {
 		return nil, err
@@ -366,7 +406,7 @@ func (h *harness) startProcess(rollout string) (*procMember, error) {
 	}
 	h.addMember(m)
 	go m.poll()
-	h.event(report.KindStep, nm, "started process %d (rollout %q)", p.PID(), rollout)
+	h.event(report.KindStep, nm, "started process %d (rollout %q)%s", p.PID(), rollout, withSpec(spec))
 	err = h.waitFor(30*time.Second, nm+" loaded", func() bool { return m.ready() || p.Exited() })
 	if err != nil {
 		return m, err

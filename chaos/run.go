@@ -18,6 +18,7 @@ import (
 	"github.com/abi-engine/engine/chaos/check"
 	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/redact"
 	"go.uber.org/goleak"
 )
 
@@ -50,7 +51,23 @@ type Options struct {
 	// A policy with Window 0 turns the no-responders retry off, which shows what it
 	// hides: calls fail in every handover.
 	Retry *client.RetryPolicy
+	// Failpoints switches fail points on in the engines, to show a checker catching
+	// the bug each one is (a -tags failpoints build; docs/chaos.md lists them).
+	Failpoints Failpoints
+	// ClockRate is how fast clock-skew's fast lease clock runs against the real one
+	// (1.5 unless set). Past lease/fence = 2 the engine is no longer safe.
+	ClockRate float64
+	// KeyValue is the keyvalue backend every engine shares: "jetstream" (the default)
+	// or "postgres", on the database at PostgresURL, in a table of the run's own.
+	KeyValue    string
+	PostgresURL string
 }
+
+// Keyvalue backends a run can share (Options.KeyValue).
+const (
+	KeyValueJetStream = "jetstream"
+	KeyValuePostgres  = "postgres"
+)
 
 func (o Options) withDefaults() Options {
 	if o.Lease <= 0 {
@@ -61,6 +78,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.ClockRate <= 0 {
+		o.ClockRate = 1.5
+	}
+	if o.KeyValue == "" {
+		o.KeyValue = KeyValueJetStream
 	}
 	return o
 }
@@ -74,7 +97,10 @@ type Scenario struct {
 	// Cluster is true when the scenario runs a 3-node cluster, whose start alone takes
 	// up to about ten seconds.
 	Cluster bool
-	run     func(*harness) error
+	// Failpoints is true when the scenario needs fail points (a -tags failpoints
+	// build, of the harness and of Options.Binary).
+	Failpoints bool
+	run        func(*harness) error
 }
 
 // Scenarios lists every scenario, in the order CI runs them.
@@ -99,9 +125,27 @@ func Scenarios() []Scenario {
 			run:         pauseHolder,
 		},
 		{
+			Name:        "zombie-write",
+			Description: "the holder is stalled between its lease check and a write, SIGSTOPped past a takeover, and resumed after its successor wrote the same key: storage must refuse its write by the epoch (no lost update in what storage committed)",
+			Processes:   true,
+			Failpoints:  true,
+			run:         zombieWrite,
+		},
+		{
 			Name:        "partition",
 			Description: "the holder's connection to the broker is slowed, then cut through a TCP proxy: it must fence within lease/2, the standby take over only after a full lease, and the history stay linearizable",
 			run:         partition,
+		},
+		{
+			Name:        "clock-skew",
+			Description: "one engine's lease clock runs 1.5 times as fast (fail point clock-rate) while the holder's lease connection alone is cut: safe while the rate ratio stays below lease/fence = 2",
+			Failpoints:  true,
+			run:         clockSkew,
+		},
+		{
+			Name:        "handover",
+			Description: "in-process engines of successive rollouts hand over by Engine.Shutdown under traffic: no call fails, no job run overlaps, no serving gap",
+			run:         handover,
 		},
 		{
 			Name:        "broker-restart",
@@ -155,6 +199,18 @@ func Command(name string, opts Options) string {
 	if opts.Lease > 0 && opts.Lease != time.Second {
 		cmd += fmt.Sprintf(" --lease %s", opts.Lease)
 	}
+	if f := opts.Failpoints.Holder; f != "" {
+		cmd += fmt.Sprintf(" --failpoints-holder %s", f)
+	}
+	if f := opts.Failpoints.Others; f != "" {
+		cmd += fmt.Sprintf(" --failpoints-others %s", f)
+	}
+	if opts.ClockRate > 0 && opts.ClockRate != 1.5 {
+		cmd += fmt.Sprintf(" --clock-rate %g", opts.ClockRate)
+	}
+	if opts.KeyValue == KeyValuePostgres {
+		cmd += " --keyvalue postgres --postgres-url " + redact.String(opts.PostgresURL)
+	}
 	return cmd
 }
 
@@ -174,6 +230,9 @@ func Run(ctx context.Context, name string, opts Options) (*Report, error) {
 	if sc.Processes && opts.Binary == "" {
 		return nil, fmt.Errorf("chaos: scenario %q runs engine processes and needs the abi-engine binary (Options.Binary)", name)
 	}
+	if err := prerequisites(sc, opts); err != nil {
+		return nil, err
+	}
 	work, err := os.MkdirTemp("", "abi-chaos-"+name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("chaos: work directory: %w", err)
@@ -192,7 +251,13 @@ func Run(ctx context.Context, name string, opts Options) (*Report, error) {
 	before := goleak.IgnoreCurrent()
 	h := newHarness(ctx, sc, opts, work, logDir)
 	fmt.Fprintf(opts.Log, "chaos %s: seed %d, lease %s, duration %s\n", name, opts.Seed, opts.Lease, opts.Duration)
-	runErr := sc.run(h)
+	var runErr error
+	if opts.KeyValue == KeyValuePostgres {
+		runErr = h.setupPostgres()
+	}
+	if runErr == nil {
+		runErr = sc.run(h)
+	}
 	if runErr != nil {
 		h.logf("scenario stopped: %v", runErr)
 	}

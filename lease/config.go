@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/abi-engine/engine/internal/failpoint"
 )
 
 // Config is what a Machine needs. Lease, StandbyTimeout and Drain come from nats.engine.
@@ -14,6 +16,8 @@ type Config struct {
 	// Drain is drain_seconds: the longest a holder defers its epoch bump after taking a
 	// lease released by an engine that still drains. 0: it never defers.
 	Drain time.Duration
+	// Failpoints hosts skip-fencing (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Validate reports a configuration the machine cannot run with.

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"time"
+
+	"github.com/abi-engine/engine/internal/failpoint"
 )
 
 // maxReleaseAttempts bounds the delete/re-read loop of a release.
@@ -462,7 +464,7 @@ func (m *Machine) Deadlines() Deadlines {
 	if a.renews {
 		d.Renew = m.nextRenew
 	}
-	if a.state == StateServing {
+	if a.state == StateServing && m.fences() {
 		d.Fence = m.fenceAt()
 	}
 	if a.takeover {
@@ -505,6 +507,10 @@ func (m *Machine) roleOf(s SubState, from State) Role {
 
 // fenceAt is when a holder that cannot renew stops serving.
 func (m *Machine) fenceAt() time.Time { return m.lastOK.Add(m.cfg.FenceAfter()) }
+
+// fences reports whether the machine fences on its own clock: always, but with the
+// fail point skip-fencing (the gate still closes at fenceAt).
+func (m *Machine) fences() bool { return !failpoint.On(m.cfg.Failpoints, failpoint.SkipFencing) }
 
 // takeoverAt is when the holder we watch has been silent long enough to be taken over:
 // the longer of our lease period and the one it published, after we first saw its

@@ -80,7 +80,7 @@ func (m *Machine) check(out *Output, now time.Time) {
 	case m.inflight != nil && !a.calls.has(m.inflight.Kind):
 		m.report(out, &TransitionError{From: m.sub, To: m.sub, Input: m.in,
 			Reason: "a " + m.inflight.Kind.String() + " in flight"})
-	case a.state == StateServing && !now.Before(m.fenceAt()):
+	case a.state == StateServing && m.fences() && !now.Before(m.fenceAt()):
 		m.report(out, &TransitionError{From: m.sub, To: m.sub, Input: m.in, Reason: "serving past the fence"})
 	case m.inflight == nil && !out.Deadlines.Next().IsZero() && !out.Deadlines.Next().After(now):
 		// The step ended with the deadlines checked at now: one still due is one
@@ -137,7 +137,7 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, next SubState, op Op
 
 // evaluate acts on the deadlines that are due (input Deadline).
 func (m *Machine) evaluate(out *Output, now time.Time) {
-	if twin, ok := fencedTwin[m.sub]; ok && !now.Before(m.fenceAt()) {
+	if twin, ok := fencedTwin[m.sub]; ok && m.fences() && !now.Before(m.fenceAt()) {
 		m.to(out, twin)
 		out.Events = append(out.Events, Event{Kind: EventFenced, Revision: m.rev})
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
@@ -49,6 +50,9 @@ type Config struct {
 	// on the calls' goroutines, so it must be quick and safe for concurrent use (a
 	// metrics update).
 	OnCall func(service, operation string, code protocol.Code, d time.Duration)
+	// Failpoints, optional, hosts skip-lease-check and stall-before-write (package
+	// failpoint).
+	Failpoints *failpoint.Set
 }
 
 // EpochFence is a shared backend's side of the epoch (package internal/epoch):

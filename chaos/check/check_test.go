@@ -36,6 +36,18 @@ func get(key, inst string, v uint64, from, to int) bench.Op {
 	return op
 }
 
+func sine(key, inst string, v uint64, applied bool, from, to int) bench.Op {
+	op := ok(protocol.OpSetIfNotExists, key, inst, from, to)
+	op.Input, op.Applied = v, applied
+	return op
+}
+
+func del(key, inst string, applied bool, from, to int) bench.Op {
+	op := ok(protocol.OpDelete, key, inst, from, to)
+	op.Applied = applied
+	return op
+}
+
 func failed(op bench.Op, code protocol.Code, indefinite bool) bench.Op {
 	op.Code, op.Err, op.Indefinite = code, "synthetic failure", indefinite
 	op.Instance = ""
@@ -227,7 +239,7 @@ func TestLinearizable(t *testing.T) {
 		failed(set("k", "", 9, 50, 51), protocol.Unavailable, false),
 		failed(get("k", "", 0, 50, 51), protocol.DeadlineExceeded, true),
 		get("k", instB, 2, 52, 53),
-		ok(protocol.OpDelete, "k", instB, 60, 61),
+		del("k", instB, true, 60, 61),
 		get("k", instB, 0, 62, 63),
 		ok(protocol.OpPutObject, "x/1", instB, 60, 61), // not keyvalue
 	}
@@ -242,6 +254,63 @@ func TestLinearizable(t *testing.T) {
 	// A read of a missing key after a set completed.
 	lost := []bench.Op{set("k", instA, 1, 0, 1), get("k", instB, 0, 2, 3)}
 	wantFail(t, Linearizable(lost, 5*time.Second), 1, `key "k"`)
+}
+
+// TestLinearizableConditionalWrites: set_if_not_exists and delete answer what they
+// found, so a write applied twice (set, then "not set" by its own resend) shows.
+func TestLinearizableConditionalWrites(t *testing.T) {
+	h := []bench.Op{
+		sine("k", instA, 1, true, 0, 1),  // absent: set
+		sine("k", instA, 2, false, 2, 3), // present: not set
+		get("k", instA, 1, 4, 5),
+		del("k", instA, true, 6, 7),
+		del("k", instA, false, 8, 9), // absent: nothing deleted
+		sine("k", instA, 3, true, 10, 11),
+		get("k", instA, 3, 12, 13),
+	}
+	wantPass(t, Linearizable(h, 5*time.Second))
+	// A set_if_not_exists that set the key, answered "not set" (a resend found its own
+	// value): the value it wrote is read, and nothing else wrote it.
+	twice := []bench.Op{sine("k", instA, 1, false, 0, 1), get("k", instA, 1, 2, 3)}
+	wantFail(t, Linearizable(twice, 5*time.Second), 1, `key "k"`)
+	// A delete answered "not deleted" between two reads of a value and of nothing.
+	lostDelete := []bench.Op{set("k", instA, 1, 0, 1), get("k", instA, 1, 2, 3), del("k", instA, false, 4, 5), get("k", instA, 0, 6, 7)}
+	wantFail(t, Linearizable(lostDelete, 5*time.Second), 1, `key "k"`)
+	// set_if_not_exists of a present key that claims to have set it.
+	present := []bench.Op{set("k", instA, 1, 0, 1), sine("k", instA, 2, true, 2, 3)}
+	wantFail(t, Linearizable(present, 5*time.Second), 1, `key "k"`)
+}
+
+// TestLinearizableUnknownOutcomes: a conditional write of unknown outcome may have
+// taken effect at any moment after its invocation, or never, and any answer is its own:
+// it invents no violation, whichever way the reads went, and hides none.
+func TestLinearizableUnknownOutcomes(t *testing.T) {
+	lost := func(op bench.Op) bench.Op { return failed(op, protocol.DeadlineExceeded, true) }
+	for name, h := range map[string][]bench.Op{
+		"its value is seen later":       {lost(sine("k", "", 1, false, 0, 1)), get("k", instA, 0, 2, 3), get("k", instA, 1, 4, 5)},
+		"its value is never seen":       {lost(sine("k", "", 1, false, 0, 1)), get("k", instA, 0, 2, 3), get("k", instA, 0, 40, 41)},
+		"it found the key present":      {set("k", instA, 2, 0, 1), lost(sine("k", "", 1, false, 2, 3)), get("k", instA, 2, 4, 5)},
+		"a delete that took effect":     {set("k", instA, 2, 0, 1), lost(del("k", "", false, 2, 3)), get("k", instA, 0, 4, 5)},
+		"a delete that never did":       {set("k", instA, 2, 0, 1), lost(del("k", "", false, 2, 3)), get("k", instA, 2, 40, 41)},
+		"a delete later than the reads": {set("k", instA, 2, 0, 1), lost(del("k", "", true, 2, 3)), get("k", instA, 2, 4, 5), get("k", instA, 0, 50, 51)},
+	} {
+		if r := Linearizable(h, 5*time.Second); !r.Passed {
+			t.Errorf("%s: an unknown outcome invented a violation: %s %v", name, r.Summary, r.Details)
+		}
+	}
+	for name, h := range map[string][]bench.Op{
+		// The value is read before the write that alone could have written it was sent.
+		"read before its invocation": {get("k", instA, 1, 0, 1), lost(sine("k", "", 1, false, 2, 3))},
+		// A definite violation (a set answered "not set" on an absent key) next to an
+		// unknown write of another value.
+		"beside a definite violation": {lost(sine("k", "", 2, false, 0, 1)), sine("k", instA, 1, false, 10, 11), get("k", instA, 1, 12, 13)},
+		// An unknown delete cannot bring back a value overwritten before it.
+		"a value it cannot restore": {set("k", instA, 1, 0, 1), set("k", instA, 2, 2, 3), lost(del("k", "", false, 4, 5)), get("k", instA, 1, 6, 7)},
+	} {
+		if r := Linearizable(h, 5*time.Second); r.Passed {
+			t.Errorf("%s: an unknown outcome hid a violation: %s", name, r.Summary)
+		}
+	}
 }
 
 func TestNoLeaks(t *testing.T) {

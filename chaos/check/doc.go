@@ -2,9 +2,11 @@
 // function over what a scenario recorded: the client history (bench.Op: invoke and
 // complete times, result, the instance that answered) and the lease or engine events
 // the harness observed. None of them talks to a broker or reads a clock, so each is
-// unit-tested on synthetic histories that pass and histories that fail.
+// unit-tested on synthetic histories that pass and histories that fail; the chaos tests
+// show each failing on real engines too (fail points, package internal/failpoint).
 //
-// The checkers (docs/chaos.md explains each rule and why it is the right one):
+// The checkers (docs/chaos.md explains each rule, why it is the right one, and which
+// test shows it failing on engines with a real bug):
 //
 //   - ZeroFailures: every call succeeded (clean handovers).
 //   - AnsweredAfterTakeover: every call invoked at least a takeover window after a
@@ -13,7 +15,10 @@
 //     given instance (a paused holder that resumed answers nothing).
 //   - NoOverlap: no two instances were provably accepting calls at the same time for
 //     longer than the designed handover overlap, judged from the recorded calls alone.
-//   - Linearizable: the keyvalue history is linearizable per key (porcupine).
+//   - Linearizable: the keyvalue history is linearizable per key (porcupine), calls of
+//     unknown outcome taken as open calls.
+//   - NoStaleWrite: no engine whose lease was taken over wrote after its successor had,
+//     judged from what storage committed (Commit), not from the calls.
 //   - NoLeaks: no goroutine and no child process outlived the scenario.
 //   - FencedWithin, TakeoverAfterSilence, ServingGap: the timing promises of fencing,
 //     takeover and cluster fail-over, judged from observed events.

@@ -9,11 +9,13 @@ import (
 	"github.com/abi-engine/engine/protocol"
 )
 
-// The engine has no hook to hand over in the wrong order or to skip fencing, so these
-// tests show the checkers catching those bugs on histories from a small model of the
-// broker, the engines and the client: who accepts calls when, a queue group that hands
-// each call to one of them, and a client that resends a call nobody received with the
-// client's backoff (50 ms doubling to 500 ms) for the client's 5 s window.
+// Unit tests of the checkers on histories from a small model of the broker, the
+// engines and the client: who accepts calls when, a queue group that hands each call
+// to one of them, and a client that resends a call nobody received with the client's
+// backoff (50 ms doubling to 500 ms) for the client's 5 s window. The same bugs (a
+// handover in the wrong order, fencing skipped) are shown on real engines by the fail
+// points' chaos tests (chaos/failpoints_test.go); no claim of docs/chaos.md rests on
+// these.
 
 // accept is a stretch during which an instance is subscribed and answers.
 type accept struct {

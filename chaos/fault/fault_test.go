@@ -162,6 +162,37 @@ func TestProxyCutHoldsBytesUntilRestore(t *testing.T) {
 	}
 }
 
+// TestProxyCutConnectionsCutsOneName: only the connections whose CONNECT names them so
+// are cut; the others carry on, and Restore lets the held bytes through.
+func TestProxyCutConnectionsCutsOneName(t *testing.T) {
+	p := newProxy(t, echoServer(t))
+	connect := func(name string) net.Conn {
+		c := dial(t, p.Addr())
+		hello := fmt.Sprintf("CONNECT {\"verbose\":false,\"name\":%q}\r\n", name)
+		if got, err := roundTrip(c, hello, 5*time.Second); err != nil || got != hello {
+			t.Fatalf("CONNECT of %s: %q, %v", name, got, err)
+		}
+		return c
+	}
+	lease, service := connect("abi-engine lease 0123"), connect("abi-engine service 0123")
+	p.CutConnections("abi-engine lease ")
+	var ne net.Error
+	if _, err := roundTrip(lease, "held", 200*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("the cut connection: %v, want a timeout", err)
+	}
+	if got, err := roundTrip(service, "flows", 5*time.Second); err != nil || got != "flows" {
+		t.Fatalf("the other connection = %q, %v", got, err)
+	}
+	p.Restore()
+	if err := lease.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("held"))
+	if _, err := io.ReadFull(lease, buf); err != nil || string(buf) != "held" {
+		t.Fatalf("after restore read %q, %v", buf, err)
+	}
+}
+
 func TestProxyResetClosesAndRefuses(t *testing.T) {
 	p := newProxy(t, echoServer(t))
 	c := dial(t, p.Addr())

@@ -1,9 +1,13 @@
 package fault
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,14 +25,17 @@ const queueDepth = 256
 //
 // Cut is a partition that neither end notices: sockets stay open, bytes stop flowing in
 // both directions and wait; Restore lets them through again, in order, as TCP would
-// after a short partition heals. Reset closes every connection abruptly and refuses new
-// ones until Restore. Slow delays every chunk by a latency.
+// after a short partition heals. CutConnections does the same to the NATS connections
+// of one name only (an engine's lease connection, say, while its service connection
+// carries on). Reset closes every connection abruptly and refuses new ones until
+// Restore. Slow delays every chunk by a latency.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
 	mu      sync.Mutex
 	cut     bool
+	cutName []string // CutConnections: names of the connections cut
 	refuse  bool
 	latency time.Duration
 	changed chan struct{} // closed and replaced at every state change
@@ -76,9 +83,14 @@ func (p *Proxy) Reset() {
 	}
 }
 
-// Restore ends a Cut or a Reset: held bytes flow again and new connections are
-// accepted. It keeps a Slow latency.
-func (p *Proxy) Restore() { p.set(func() { p.cut, p.refuse = false, false }) }
+// CutConnections cuts, as Cut does, the NATS connections whose client names itself
+// (the name of its CONNECT, nats.Name) with a name containing name: those open now and
+// those opened later, once they have sent their CONNECT. Restore ends it.
+func (p *Proxy) CutConnections(name string) { p.set(func() { p.cutName = append(p.cutName, name) }) }
+
+// Restore ends a Cut, a CutConnections or a Reset: held bytes flow again and new
+// connections are accepted. It keeps a Slow latency.
+func (p *Proxy) Restore() { p.set(func() { p.cut, p.refuse, p.cutName = false, false, nil }) }
 
 // Slow delays every chunk by d from when the proxy read it; 0 ends the delay.
 func (p *Proxy) Slow(d time.Duration) { p.set(func() { p.latency = max(d, 0) }) }
@@ -96,12 +108,16 @@ func (p *Proxy) signal() {
 	p.changed = make(chan struct{})
 }
 
-// gate is what a writer needs to know: whether bytes may flow, the latency, and a
-// channel that closes at the next change.
-func (p *Proxy) gate() (cut bool, latency time.Duration, changed <-chan struct{}) {
+// gate is what a writer of l needs to know: whether bytes may flow, the latency, and
+// a channel that closes at the next change.
+func (p *Proxy) gate(l *link) (cut bool, latency time.Duration, changed <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cut, p.latency, p.changed
+	cut = p.cut
+	if name := l.clientName(); !cut && name != "" {
+		cut = slices.ContainsFunc(p.cutName, func(n string) bool { return strings.Contains(name, n) })
+	}
+	return cut, p.latency, p.changed
 }
 
 // Close stops listening, closes every connection and waits for every goroutine.
@@ -147,7 +163,7 @@ func (p *Proxy) accept() {
 			resetClose(c)
 			continue
 		}
-		l := &link{p: p, a: c, b: t, done: make(chan struct{})}
+		l := &link{p: p, a: c, b: t, done: make(chan struct{}), sniff: []byte{}}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -175,6 +191,46 @@ type link struct {
 	a, b net.Conn
 	once sync.Once
 	done chan struct{}
+
+	// The name the client gave in its CONNECT, read from the first bytes it sent.
+	nameMu sync.Mutex
+	name   string
+	sniff  []byte // the client's bytes until its first line; nil once read
+}
+
+// maxSniff bounds what a link keeps of the client's first bytes to find its CONNECT.
+const maxSniff = 16 << 10
+
+func (l *link) clientName() string {
+	l.nameMu.Lock()
+	defer l.nameMu.Unlock()
+	return l.name
+}
+
+// learn reads the client's name from the CONNECT line it starts with, once.
+func (l *link) learn(data []byte) {
+	l.nameMu.Lock()
+	if l.sniff == nil {
+		l.nameMu.Unlock()
+		return
+	}
+	l.sniff = append(l.sniff, data...)
+	line, _, found := bytes.Cut(l.sniff, []byte("\r\n"))
+	if !found && len(l.sniff) < maxSniff {
+		l.nameMu.Unlock()
+		return
+	}
+	l.sniff = nil
+	if rest, ok := bytes.CutPrefix(line, []byte("CONNECT ")); ok {
+		var c struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(rest, &c) == nil {
+			l.name = c.Name
+		}
+	}
+	l.nameMu.Unlock()
+	l.p.set(func() {}) // wake the writers: the name may cut this link
 }
 
 type chunk struct {
@@ -210,6 +266,9 @@ func (l *link) read(src net.Conn, out chan<- chunk) {
 		buf := make([]byte, chunkSize)
 		n, err := src.Read(buf)
 		now := time.Now()
+		if n > 0 && src == l.a {
+			l.learn(buf[:n])
+		}
 		if n > 0 {
 			select {
 			case out <- chunk{data: buf[:n], read: now}:
@@ -255,7 +314,7 @@ func (l *link) write(dst net.Conn, in <-chan chunk) {
 // passed; false when the link ended meanwhile.
 func (l *link) wait(read time.Time) bool {
 	for {
-		cut, latency, changed := l.p.gate()
+		cut, latency, changed := l.p.gate(l)
 		if !cut {
 			d := time.Until(read.Add(latency))
 			if d <= 0 {

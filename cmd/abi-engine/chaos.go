@@ -25,7 +25,13 @@ a linearizable keyvalue history, no leaks). It prints a report table and, with -
 writes report.json, timeline.svg, history.json and the engines' logs. The same
 scenario, duration and seed replay the same schedule. It exits 1 when a check fails.
 
-Scenarios: ` + strings.Join(chaos.Names(), ", ") + `.`,
+Scenarios: ` + strings.Join(chaos.Names(), ", ") + `.
+
+zombie-write and clock-skew switch fail points on inside their engines (a write stalled
+between its lease check and the write; a lease clock that runs fast), and so does
+--failpoints-holder/--failpoints-others: they need a binary built with them, which a
+release binary is not (go build -tags failpoints ./cmd/abi-engine). Without them the
+command refuses, exit 2. docs/chaos.md lists the fail points and what each shows.`,
 		Example: `  abi-engine chaos --scenario rolling-deploy --duration 10m --seed 7 --out soak/`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -41,7 +47,7 @@ Scenarios: ` + strings.Join(chaos.Names(), ", ") + `.`,
 			opts.Log = c.stderr
 			rep, err := chaos.Run(cmd.Context(), scenario, opts)
 			if err != nil && rep == nil {
-				if errors.Is(err, chaos.ErrUnknownScenario) {
+				if errors.Is(err, chaos.ErrUnknownScenario) || errors.Is(err, chaos.ErrNoFailpoints) {
 					return usageError(err)
 				}
 				return runtimeError(err)
@@ -65,6 +71,11 @@ Scenarios: ` + strings.Join(chaos.Names(), ", ") + `.`,
 	f.DurationVar(&opts.Lease, "lease", time.Second, "the engines' lease period")
 	f.IntVar(&opts.Concurrency, "concurrency", 8, "traffic workers")
 	f.StringVar(&out, "out", "", "directory for report.json, timeline.svg, history.json and logs")
+	f.StringVar(&opts.Failpoints.Holder, "failpoints-holder", "", "fail points of the first engine, e.g. skip-fencing (a -tags failpoints binary)")
+	f.StringVar(&opts.Failpoints.Others, "failpoints-others", "", "fail points of every later engine (a -tags failpoints binary)")
+	f.Float64Var(&opts.ClockRate, "clock-rate", 1.5, "clock-skew: how fast the fast engine's lease clock runs against the real one")
+	f.StringVar(&opts.KeyValue, "keyvalue", chaos.KeyValueJetStream, "the keyvalue backend the engines share: jetstream or postgres")
+	f.StringVar(&opts.PostgresURL, "postgres-url", "", "the PostgreSQL database of --keyvalue postgres (a table of the run's own is created and dropped)")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd
 }

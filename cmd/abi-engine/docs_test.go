@@ -24,7 +24,7 @@ func TestOperationsDocNamesRealMetrics(t *testing.T) {
 	if len(names) < 5 {
 		t.Fatalf("docs/operations.md names %d metrics: %v", len(names), names)
 	}
-	eng, err := newEngine(config.Default(), zap.NewNop(), "v0.0.0-test", nil)
+	eng, err := newEngine(config.Default(), zap.NewNop(), "v0.0.0-test", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

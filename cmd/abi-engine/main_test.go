@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -63,7 +64,7 @@ func cliFor(t *testing.T, env map[string]string) (*cli, *lockedBuffer, *lockedBu
 		stdout:  stdout,
 		stderr:  stderr,
 		version: "v0.0.0-test",
-		newEngine: func(*config.Config, *zap.Logger, string, *suture.Supervisor) (runnableEngine, error) {
+		newEngine: func(*config.Config, *zap.Logger, string, *suture.Supervisor, *failpoint.Set) (runnableEngine, error) {
 			t.Error("run built an engine; this test expected it to stop before")
 			return nil, context.Canceled
 		},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/supervisor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +34,8 @@ type runnableEngine interface {
 // engineFactory builds the engine of a configuration that was loaded and validated.
 // The engine's services (broker, connections, actors, backends) join tree, the one
 // supervision tree of the process, which `run` serves.
-type engineFactory func(cfg *config.Config, log *zap.Logger, version string, tree *suture.Supervisor) (runnableEngine, error)
+// fp is the fail points of ABI_FAILPOINTS (a -tags failpoints binary), nil for none.
+type engineFactory func(cfg *config.Config, log *zap.Logger, version string, tree *suture.Supervisor, fp *failpoint.Set) (runnableEngine, error)
 
 // signalSource is the suture service that calls first on the first stop request
 // (SIGTERM, SIGINT or SIGHUP) and second on every later one.
@@ -85,6 +87,10 @@ at start, or cannot serve its HTTP endpoints.`,
 }
 
 func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
+	fp, err := failpointsFromEnv(c.env)
+	if err != nil {
+		return usageError(err)
+	}
 	changed := cmd.Flags().Changed
 	var overrides []config.Override
 	if changed("role") {
@@ -123,7 +129,7 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 	// One tree for the process: the HTTP server and the signal handler (serve adds
 	// them) and everything the engine starts.
 	tree := supervisor.NewTree("abi-engine", log, treeStopTimeout)
-	eng, err := c.newEngine(cfg, log, c.version, tree)
+	eng, err := c.newEngine(cfg, log, c.version, tree, fp)
 	if err != nil {
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
@@ -259,4 +265,22 @@ func endedError(err error) error {
 		return &exitError{code: exitServing, err: err}
 	}
 	return runtimeError(err)
+}
+
+// failpointsFromEnv reads ABI_FAILPOINTS, the fail points a -tags failpoints binary
+// switches on for the chaos harness. A release binary has none: rather than run as if
+// it did, it refuses to start with the variable set.
+func failpointsFromEnv(env func(string) string) (*failpoint.Set, error) {
+	spec := env(failpoint.EnvVar)
+	if spec == "" {
+		return nil, nil
+	}
+	if !failpoint.Enabled {
+		return nil, fmt.Errorf("%s=%q is set, but this abi-engine was built without fail points; unset it, or build one with them (go build -tags failpoints ./cmd/abi-engine)", failpoint.EnvVar, spec)
+	}
+	set, err := failpoint.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", failpoint.EnvVar, err)
+	}
+	return set, nil
 }

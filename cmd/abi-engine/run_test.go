@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
@@ -131,7 +132,7 @@ func startRun(t *testing.T, eng *fakeEngine, env map[string]string, args ...stri
 	t.Helper()
 	c, _, stderr := cliFor(t, env)
 	h := &runHarness{eng: eng, fire: make(chan struct{}), cfg: make(chan *config.Config, 1), code: make(chan int, 1), stderr: stderr}
-	c.newEngine = func(cfg *config.Config, _ *zap.Logger, version string, _ *suture.Supervisor) (runnableEngine, error) {
+	c.newEngine = func(cfg *config.Config, _ *zap.Logger, version string, _ *suture.Supervisor, _ *failpoint.Set) (runnableEngine, error) {
 		if version != c.version {
 			t.Errorf("engine built with version %q, want %q", version, c.version)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -21,9 +22,9 @@ import (
 func TestRunHasOneSupervisionTree(t *testing.T) {
 	c, _, stderr := cliFor(t, nil)
 	trees := make(chan *suture.Supervisor, 1)
-	c.newEngine = func(cfg *config.Config, log *zap.Logger, version string, tree *suture.Supervisor) (runnableEngine, error) {
+	c.newEngine = func(cfg *config.Config, log *zap.Logger, version string, tree *suture.Supervisor, fp *failpoint.Set) (runnableEngine, error) {
 		trees <- tree
-		return newEngine(cfg, log, version, tree)
+		return newEngine(cfg, log, version, tree, fp)
 	}
 	fire := make(chan struct{})
 	c.signals = func(first, second func()) suture.Service {

@@ -7,7 +7,19 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/failpoint"
 )
+
+// resend is send, sent twice with the fail point resend-unknown: the second copy's
+// answer is the one the caller gets, as when a reply is lost and the write resent.
+func resend(fp *failpoint.Set, send func(tok epoch.Record) error) func(tok epoch.Record) error {
+	if !failpoint.On(fp, failpoint.ResendUnknown) {
+		return send
+	}
+	return func(tok epoch.Record) error {
+		return failpoint.Resend(fp, func() error { return send(tok) })()
+	}
+}
 
 // AdoptEpoch adopts the epoch the engine serves under (package internal/epoch): the
 // bucket's record is advanced to n when it is older, used as it is when it is n, and
@@ -21,12 +33,18 @@ func (s *Store) AdoptEpoch(ctx context.Context, n uint64) error {
 }
 
 // carry puts the held epoch's check on m: the one place this backend attaches its
-// token to a write.
-func (s *Store) carry(m *nats.Msg, tok epoch.Record) { s.fence.Carry(m, tok) }
+// token to a write (none with the fail point skip-epoch).
+func (s *Store) carry(m *nats.Msg, tok epoch.Record) {
+	if failpoint.On(s.fp, failpoint.SkipEpoch) {
+		return
+	}
+	s.fence.Carry(m, tok)
+}
 
 // write sends a write under the held epoch (jsepoch.Fence.Write): conflict reports
 // that a two-check write's key expectation failed.
 func (s *Store) write(ctx context.Context, op, key string, send func(tok epoch.Record) error) (conflict bool, err error) {
+	send = resend(s.fp, send) // resend-unknown
 	return s.fence.Write(ctx, fmt.Sprintf("keyvalue %s %.64q", op, key), send, func(err error) error {
 		return s.writeError(op, key, err)
 	})

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/primaries/internal/jsepoch"
@@ -57,6 +58,8 @@ type Config struct {
 	Replicas int
 	// Storage is where the server keeps the bucket; the zero value is file storage.
 	Storage js.StorageType
+	// Failpoints hosts resend-unknown (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // The keys the engine keeps in the bucket besides the users' (which are base64url,
@@ -78,6 +81,7 @@ type Store struct {
 	fence *jsepoch.Fence
 	// publishBatch sends an atomic batch; tests replace it.
 	publishBatch func(ctx context.Context, msgs []*nats.Msg) error
+	fp           *failpoint.Set
 }
 
 var _ keyvalue.Store = (*Store)(nil)
@@ -118,7 +122,7 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
 	}
 	s := &Store{js: j, kv: kv, stream: record.Stream(), bucket: cfg.Bucket, prefix: prefix, opened: b,
-		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket)}
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints}
 	s.publishBatch = s.sendBatch
 	return s, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -54,6 +55,8 @@ type Config struct {
 	// Table is created if it does not exist; empty means DefaultTable. It must match
 	// ^[a-z_][a-z0-9_]{0,62}$.
 	Table string
+	// Failpoints hosts skip-epoch (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // Store is a keyvalue.Store on a PostgreSQL table.
@@ -64,6 +67,7 @@ type Store struct {
 	writes atomic.Int64
 	held   epoch.Held
 	epochs records // the table's epoch row
+	fp     *failpoint.Set
 
 	qGet, qSet, qSetNX, qDelete, qDeleteIf, qExists, qSweep string
 }
@@ -127,7 +131,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue postgres: create table %s: %w", cfg.Table, err)
 	}
-	s := &Store{pool: pool, table: cfg.Table, epochs: records{pool: pool, table: et, name: cfg.Table}}
+	s := &Store{pool: pool, table: cfg.Table, epochs: records{pool: pool, table: et, name: cfg.Table}, fp: cfg.Failpoints}
 	s.queries(t, et)
 	return s, nil
 }

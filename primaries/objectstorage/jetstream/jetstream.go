@@ -26,6 +26,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/jsbucket"
 	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/internal/jsread"
@@ -48,6 +49,8 @@ type Config struct {
 	Replicas int
 	// Storage is where the server keeps the bucket; the zero value is file storage.
 	Storage js.StorageType
+	// Failpoints hosts skip-epoch (package failpoint); nil: none.
+	Failpoints *failpoint.Set
 }
 
 // epochBase is where the bucket keeps its epoch record, under the chunk subjects
@@ -62,6 +65,7 @@ type Store struct {
 	bucket string
 	opened *jsbucket.Bucket
 	fence  *jsepoch.Fence
+	fp     *failpoint.Set
 }
 
 var _ objectstorage.Store = (*Store)(nil)
@@ -97,7 +101,7 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
 	}
 	return &Store{js: j, obs: obs, stream: record.Stream(), bucket: cfg.Bucket, opened: b,
-		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket)}, nil
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints}, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured

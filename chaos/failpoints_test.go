@@ -1,0 +1,119 @@
+//go:build failpoints
+
+package chaos
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/abi-engine/engine/chaos/check"
+)
+
+// Each fail point makes an engine misbehave the way one checker is there to catch, on
+// real engines against a real broker: its test runs a scenario with it on and shows
+// that checker failing. With it off the same scenario passes (TestCISelection).
+// docs/chaos.md lists them.
+
+// failed runs name with opts and checks that the run did not break down and that
+// the check want failed; it returns the report.
+func failed(t *testing.T, name string, opts Options, want string) *Report {
+	t.Helper()
+	opts.Seed = ciSeed
+	rep := runScenario(t, name, opts)
+	t.Log("\n" + table(t, rep))
+	if rep.Error != "" {
+		t.Fatalf("scenario %s broke down: %s", name, rep.Error)
+	}
+	c := checkNamed(rep, want)
+	switch {
+	case c.Name == "":
+		t.Fatalf("scenario %s ran no %s check", name, want)
+	case c.Passed:
+		t.Fatalf("%s passed with fail points %+v: %s", want, opts.Failpoints, c.Summary)
+	}
+	t.Logf("%s failed, as it must: %s", want, c.Summary)
+	return rep
+}
+
+func TestSkipFencingFailsFencedWithin(t *testing.T) {
+	failed(t, "partition", Options{Failpoints: Failpoints{Holder: "skip-fencing"}}, "fenced-within")
+}
+
+func TestReleaseBeforeJobsFailsJobsNoOverlap(t *testing.T) {
+	failed(t, "handover", Options{Failpoints: Failpoints{Holder: "release-before-jobs"}}, "jobs-no-overlap")
+}
+
+func TestServeAfterReleaseFailsNoOverlap(t *testing.T) {
+	failed(t, "rolling-deploy", Options{Failpoints: Failpoints{Holder: "serve-after-release"}}, "no-overlap")
+}
+
+// TestSkipLeaseCheckFailsNoOverlap shows the per-call lease check where it is the one
+// line of defence: a holder that does not fence (skip-fencing) and whose lease
+// connection alone is cut (clock-skew) still answers nothing once lease/2 has passed,
+// because every call checks the lease; without the check (skip-lease-check) it answers
+// next to its successor. (In pause-holder a resumed holder's fence reaches its
+// primaries before any call it found queued completes, so there the check is a second
+// line and skip-lease-check alone shows nothing; docs/chaos.md.)
+func TestSkipLeaseCheckFailsNoOverlap(t *testing.T) {
+	rep := failed(t, "clock-skew", Options{Failpoints: Failpoints{Holder: "skip-fencing"}}, "fenced-within")
+	if c := checkNamed(rep, "no-overlap"); !c.Passed {
+		t.Fatalf("with the lease check on, an unfenced holder answered next to its successor: %s", c.Summary)
+	}
+	failed(t, "clock-skew", Options{Failpoints: Failpoints{Holder: "skip-fencing,skip-lease-check"}}, "no-overlap")
+}
+
+// checkNamed is the check of rep called name (zero if it ran none).
+func checkNamed(rep *Report, name string) check.Result {
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return check.Result{}
+}
+
+func TestResendUnknownFailsLinearizable(t *testing.T) {
+	failed(t, "handover", Options{Failpoints: Failpoints{Holder: "resend-unknown"}}, "linearizable")
+}
+
+func TestDropRenewalReplyFailsServingGap(t *testing.T) {
+	failed(t, "handover", Options{Failpoints: Failpoints{Holder: "drop-renewal-reply"}}, "serving-gap")
+}
+
+// TestClockRateBeyondTheBoundFailsNoOverlap: a standby whose lease clock runs 2.5
+// times as fast takes over lease/2.5 after the holder's last renewal, before the
+// holder fences at lease/2: both answer for up to lease/10, less the successor's start.
+// A lease of 2 s keeps that window (200 ms) well above what the start costs.
+func TestClockRateBeyondTheBoundFailsNoOverlap(t *testing.T) {
+	failed(t, "clock-skew", Options{ClockRate: 2.5, Lease: 2 * time.Second}, "no-overlap")
+}
+
+// TestFastContenderFailsTakeoverAfterSilence: a standby whose lease clock runs 1.5
+// times as fast judges a lease of silence in two thirds of one; partition judges every
+// takeover by the real lease, and takeover-after-silence catches it.
+func TestFastContenderFailsTakeoverAfterSilence(t *testing.T) {
+	failed(t, "partition", Options{Failpoints: Failpoints{Others: "clock-rate=1.5"}}, "takeover-after-silence")
+}
+
+// postgresURL is the database of the PostgreSQL variants; they skip without it.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("ABI_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("ABI_TEST_POSTGRES_URL is not set: no PostgreSQL to run on")
+	}
+	return url
+}
+
+func TestZombieWriteOnPostgres(t *testing.T) {
+	requirePassed(t, runScenario(t, "zombie-write", Options{Seed: ciSeed, KeyValue: KeyValuePostgres, PostgresURL: postgresURL(t)}))
+}
+
+func TestSkipEpochFailsNoStaleWrite(t *testing.T) {
+	failed(t, "zombie-write", Options{Failpoints: Failpoints{Holder: "skip-epoch"}}, "no-stale-write")
+}
+
+func TestSkipEpochFailsNoStaleWriteOnPostgres(t *testing.T) {
+	failed(t, "zombie-write", Options{Failpoints: Failpoints{Holder: "skip-epoch"}, KeyValue: KeyValuePostgres, PostgresURL: postgresURL(t)}, "no-stale-write")
+}
