@@ -9,10 +9,13 @@ import (
 	"time"
 
 	engine "github.com/abi-engine/engine"
+	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/testwait"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -108,5 +111,54 @@ func TestEpochAcrossAHandover(t *testing.T) {
 	body, _ := json.Marshal(b.Status())
 	if !strings.Contains(string(body), `"epoch":2`) {
 		t.Fatalf("/status body %s lacks lease.epoch", body)
+	}
+}
+
+// TestLostEpochRecordIsPassed: ABI_ENGINE's epoch record lost (deleted, or the bucket
+// recreated) while a data bucket keeps its epoch. The next holder starts again from 1,
+// the bucket refuses that, and the holder bumps past the bucket's epoch and serves,
+// instead of retrying an adoption that can never succeed (as before StoreAhead).
+func TestLostEpochRecordIsPassed(t *testing.T) {
+	srv := natstest.Start(t)
+	shutdown := func(e *engine.Engine) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := e.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for want, rollout := range []string{"v1", "v2"} {
+		e := newEngine(t, cfg(t, srv.URL(), "serve", rollout, "jetstream"))
+		load(t, e)
+		testwait.For(t, 10*time.Second, rollout+" serving", func() bool { return e.State() == engine.StateServing })
+		if e.Epoch() != uint64(want+1) {
+			t.Fatalf("%s serves under epoch %d, want %d", rollout, e.Epoch(), want+1)
+		}
+		shutdown(e)
+	}
+	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), jetstreamstore.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), jetstreamstore.EpochKey); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	c := newEngine(t, cfg(t, srv.URL(), "serve", "v3", "jetstream"), engine.WithLogger(zap.New(core)))
+	load(t, c)
+	testwait.For(t, 15*time.Second, "v3 serving under epoch 3", func() bool {
+		return c.State() == engine.StateServing && c.Epoch() == 3
+	})
+	if n := logs.FilterMessageSnippet("newer epoch than the lease's record").Len(); n == 0 {
+		t.Fatal("the bump past the data bucket was not logged")
+	}
+	kvc := client.NewKeyValue(transport(t, srv.URL()))
+	if err := kvc.Set(context.Background(), "after-the-loss", []byte("v"), 0); err != nil {
+		t.Fatalf("a write under epoch 3: %v", err)
 	}
 }

@@ -87,6 +87,10 @@ type (
 	MarkDrained struct{}
 	// DrainMarked answers MarkDrained.
 	DrainMarked struct{}
+	// StoreAhead tells the ownership that a data store holds Epoch, newer than the
+	// one the engine serves under, and so refuses to serve (lease.Machine.StoreAhead):
+	// the lease's epoch record was lost, and the next bump goes past it.
+	StoreAhead struct{ Epoch uint64 }
 )
 
 // Handover asks the root actor to hand the engine over: jobs stop, the lease is

@@ -261,6 +261,8 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 			k.drainWaiters = append(k.drainWaiters, from)
 		}
 		a.apply(c, k.machine.MarkDrained(k.clock.Now()))
+	case StoreAhead:
+		a.apply(c, k.machine.StoreAhead(k.clock.Now(), m.Epoch))
 	case Subscribe:
 		// A subscriber that subscribes again (a root restarted after a panic does, to
 		// learn the current role) is told the role, not added twice: every broadcast

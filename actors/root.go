@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
@@ -393,6 +394,12 @@ func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
 		return
 	}
 	a.r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	if stale := (*epoch.StaleError)(nil); errors.As(m.Err, &stale) && stale.Current > a.st.epoch {
+		// Every epoch a store holds was the lease record's first: the record was lost.
+		a.r.log.Warn("a data store holds a newer epoch than the lease's record, which was lost; the lease's epoch goes past it",
+			zap.String("store", stale.Store), zap.Uint64("store_epoch", stale.Current), zap.Uint64("epoch", a.st.epoch))
+		c.Send(a.r.cfg.Ownership.PID(), StoreAhead{Epoch: stale.Current})
+	}
 	key := m.From.String()
 	if t := a.retries[key]; t != nil {
 		t.Stop()

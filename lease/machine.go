@@ -10,7 +10,7 @@ import (
 const maxReleaseAttempts = 3
 
 // Machine is the ownership state machine, a transition function: each input (Start,
-// Observe, ObserveEpoch, Tick, Done, Release, MarkDrained) moves it from one SubState to
+// Observe, ObserveEpoch, Tick, Done, Release, MarkDrained, StoreAhead) moves it from one SubState to
 // the next, by the table below, and returns the Output that says everything the driver
 // must do. It is not safe for concurrent use: one driver owns it.
 //
@@ -39,7 +39,8 @@ const maxReleaseAttempts = 3
 // The inputs: Start; Observe (a record the watch delivered; ObserveEpoch, one the epoch
 // watch delivered, only ever makes a deadline due); Done (the outcome of the call in
 // flight, named below by the call and its outcome: ok, conflict (surely not committed)
-// or unknown); Release; MarkDrained; and Deadline, a deadline reached, which the
+// or unknown); Release; MarkDrained; StoreAhead (a data store holds a newer epoch: like
+// ObserveEpoch, it only makes the epoch due); and Deadline, a deadline reached, which the
 // machine checks on Tick and after every other input. "ours" is a record naming us;
 // "silent" is a full lease period (the longer of ours and the one the holder published)
 // without a new revision since we first saw it; "in time" is a success sent less than
@@ -396,6 +397,7 @@ type Machine struct {
 	tookOver    bool        // that write took over a silent holder
 	takeUpdate  bool        // the last claim write sent was a takeover (for a take a read finds)
 	bumpAt      time.Time   // holding: when the deferred bump (or a settle tried again) is due
+	floor       uint64      // the newest epoch a data store was found holding (StoreAhead)
 	tried       uint64      // the epoch of a write of ours whose outcome is unknown
 	epochWrites int         // the compare-and-swaps of the settle in progress
 	markSent    bool        // the release marked, or tried to mark, the record draining

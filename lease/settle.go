@@ -14,9 +14,10 @@ import (
 type epochDue uint8
 
 const (
-	epochSettled  epochDue = iota // the epoch we serve under is in the record
-	epochToSettle                 // the lease was taken (again): read the record, then bump or defer
-	epochDeferred                 // we serve under the epoch of an engine that drains; bump later
+	epochSettled    epochDue = iota // the epoch we serve under is in the record
+	epochToSettle                   // the lease was taken (again): read the record, then bump or defer
+	epochDeferred                   // we serve under the epoch of an engine that drains; bump later
+	epochBelowStore                 // a data store holds a newer epoch than ours: bump past it
 )
 
 // maxEpochWrites bounds the compare-and-swaps of one settle (each conflict reads again),
@@ -45,10 +46,11 @@ const (
 
 // decideEpoch is the rule of docs/architecture.md "Epoch", for the record read after a
 // take (or while a bump is deferred), and the epoch a bump writes: the next after the
-// record's and ours, so that it never goes back, even over a record recreated empty.
+// record's, ours and any a data store was found holding (StoreAhead), so that it never
+// goes back, even over a record recreated empty.
 func (m *Machine) decideEpoch(now time.Time, rec EpochRecord) (epochAction, uint64) {
 	me := m.cfg.Me.InstanceID
-	next := max(rec.Epoch, m.epoch) + 1
+	next := max(rec.Epoch, m.epoch, m.floor) + 1
 	switch {
 	case m.tried != 0 && rec.InstanceID == me && rec.Epoch == m.tried && rec.State == EpochServing:
 		return epochAdopt, rec.Epoch
@@ -57,6 +59,10 @@ func (m *Machine) decideEpoch(now time.Time, rec EpochRecord) (epochAction, uint
 		return epochBump, next
 	case rec.None(), rec.InstanceID == me:
 		// No record (N = 1), or our own from before: a lease lost and taken again.
+		return epochBump, next
+	case m.due == epochBelowStore, m.floor > rec.Epoch:
+		// A store is ahead of the record: the record was lost. Deferring to it would
+		// serve under an epoch the store refuses.
 		return epochBump, next
 	case rec.State == EpochDraining && rec.Epoch >= m.epoch && now.Before(m.takenAt.Add(m.cfg.Drain)):
 		// A clean release whose drain is under way: its calls must still commit.
@@ -176,6 +182,25 @@ func (m *Machine) ObserveEpoch(now time.Time, rec EpochRecord) Output {
 		}
 		if now.Before(m.bumpAt) {
 			m.bumpAt = now
+		}
+	})
+}
+
+// StoreAhead reports that a data store holds epoch n and so refuses to serve under
+// ours. Every epoch a store adopts was written to the record first by a holder, and
+// the record never goes back but by its loss (ABI_ENGINE deleted or recreated), so
+// while the lease is ours this means the record was lost: the next bump goes past n,
+// at once while holding, or at the settle of the next take. (Only monotony matters
+// to the epoch, so a floor too high costs nothing but a number.) An n not above the
+// epoch we hold is old news: an answer to an earlier Serve.
+func (m *Machine) StoreAhead(now time.Time, n uint64) Output {
+	return m.step(InputStoreAhead, now, func(*Output) {
+		if n <= max(m.floor, m.epoch) {
+			return
+		}
+		m.floor = n
+		if m.sub == holding && m.due != epochToSettle {
+			m.due, m.bumpAt = epochBelowStore, now
 		}
 	})
 }

@@ -432,3 +432,41 @@ func FuzzDecodeEpoch(f *testing.F) {
 		}
 	})
 }
+
+// A data store ahead of the record (ABI_ENGINE recreated empty while the stores kept
+// their epochs): told so, a holder bumps past the store's epoch at once and goes on
+// serving; an answer to an older Serve, or a floor below what it holds, changes nothing.
+// Before StoreAhead the holder served under 1 for ever and the store refused it.
+func TestStoreAheadBumpsPastTheStore(t *testing.T) {
+	me := holder("me", "")
+	s := newSimWith(t, NewMemStore(), Config{Me: me, Lease: lease, StandbyTimeout: standby, Drain: drain})
+	s.start()
+	if s.m.State() != StateServing || s.m.Epoch() != 1 {
+		t.Fatalf("state %v under epoch %d, want serving under 1", s.m.State(), s.m.Epoch())
+	}
+	out := s.m.StoreAhead(s.now, 1)
+	if out.Op != nil || s.m.Epoch() != 1 {
+		t.Fatalf("a store at our own epoch: op %v, epoch %d; want nothing done", out.Op, s.m.Epoch())
+	}
+	s.apply(s.m.StoreAhead(s.now, 7))
+	rec, _ := s.store.ReadEpoch(context.Background())
+	if s.m.State() != StateServing || s.m.Epoch() != 8 || rec.Epoch != 8 || rec.InstanceID != me.InstanceID {
+		t.Fatalf("after a store at 7: state %v, epoch %d, record %+v; want serving under 8, ours", s.m.State(), s.m.Epoch(), rec)
+	}
+	s.apply(s.m.StoreAhead(s.now, 7))
+	s.at(lease)
+	if s.m.Epoch() != 8 {
+		t.Fatalf("an old answer moved the epoch to %d, want 8", s.m.Epoch())
+	}
+}
+
+// A floor learnt while the lease is not ours is kept for the next take's settle.
+func TestStoreAheadFloorsTheNextBump(t *testing.T) {
+	f := &fx{t: t, m: newMachine(t, Config{Me: fxMe, Lease: lease, StandbyTimeout: standby, Drain: drain}), now: t0}
+	f.via(settlingEpoch)
+	f.m.StoreAhead(f.now, 9)
+	out := f.readEpoch(EpochRecord{})
+	if out.Op == nil || out.Op.Kind != OpWriteEpoch || out.Op.Epoch.Epoch != 10 {
+		t.Fatalf("the settle after a floor of 9 runs %+v, want a write of epoch 10", out.Op)
+	}
+}

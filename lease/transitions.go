@@ -16,6 +16,7 @@ const (
 	InputDeadline                     // a deadline reached: checked on Tick and after every other input
 	InputRelease                      // Release
 	InputMarkDrained                  // MarkDrained: the handover's drain is over
+	InputStoreAhead                   // StoreAhead: a data store holds a newer epoch than ours
 )
 
 func (in Input) String() string {
@@ -32,6 +33,8 @@ func (in Input) String() string {
 		return "Release"
 	case InputMarkDrained:
 		return "MarkDrained"
+	case InputStoreAhead:
+		return "StoreAhead"
 	}
 	return fmt.Sprintf("Input(%d)", uint8(in))
 }
