@@ -33,6 +33,21 @@ func (s *Service) Call(ctx context.Context, op string, req, out any) error {
 	return s.t.call(ctx, s.name, op, func(rc *protocol.RequestContext) any { return withContext(req, rc) }, out)
 }
 
+// Request sends req like Call and returns the reply as it came (its body and the
+// instance that answered), for a caller that records who answered, as the chaos
+// harness's workloads do.
+func (s *Service) Request(ctx context.Context, op string, req any) (*Reply, error) {
+	ctx, cancel := s.t.bound(ctx)
+	defer cancel()
+	subject := protocol.ServiceSubject(s.name, op)
+	body, err := json.Marshal(withContext(req, requestContext(ctx)))
+	if err != nil {
+		s.t.counters.calls.Add(1)
+		return nil, s.t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
+	}
+	return s.t.Request(ctx, subject, body, overflowHeader())
+}
+
 // Call is Service.Call with the reply's type as a type parameter:
 // client.Call[counterReply](ctx, svc, "incr", req).
 func Call[Rep any](ctx context.Context, s *Service, op string, req any) (Rep, error) {
