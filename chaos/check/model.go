@@ -70,7 +70,13 @@ func modelOperations(h []bench.Op, m Model) map[string][]porcupine.Operation {
 // porcupine, within timeout over all keys; a key left undecided fails the check,
 // named as such. It is Linearizable for a workload of the embedder's own.
 func LinearizableModel(h []bench.Op, m Model, timeout time.Duration) Result {
-	byKey := modelOperations(h, m)
+	return judgeKeys(m.Model, modelOperations(h, m), timeout, "operations", "no order of the calls explains what they returned")
+}
+
+// judgeKeys checks each key's operations under model with porcupine, within timeout
+// over all keys, and names every key that has no linearization or was left undecided.
+// what names the operations in the summary, illegal what a violation means.
+func judgeKeys(model porcupine.Model, byKey map[string][]porcupine.Operation, timeout time.Duration, what, illegal string) Result {
 	keys := make([]string, 0, len(byKey))
 	ops := 0
 	for k, o := range byKey {
@@ -85,15 +91,15 @@ func LinearizableModel(h []bench.Op, m Model, timeout time.Duration) Result {
 		per = max(timeout/time.Duration(len(keys)), 100*time.Millisecond)
 	}
 	for _, k := range keys {
-		switch porcupine.CheckOperationsTimeout(m.Model, byKey[k], per) {
+		switch porcupine.CheckOperationsTimeout(model, byKey[k], per) {
 		case porcupine.Illegal:
-			v.add("key %q: its %d operations have no linearization (no order of the calls explains what they returned)", k, len(byKey[k]))
+			v.add("key %q: its %d operations have no linearization (%s)", k, len(byKey[k]), illegal)
 		case porcupine.Unknown:
 			undecided++
 			v.add("key %q: %d operations not decided within %s", k, len(byKey[k]), per)
 		}
 	}
-	summary := fmt.Sprintf("%d operations over %d keys, linearizable", ops, len(keys))
+	summary := fmt.Sprintf("%d %s over %d keys, linearizable", ops, what, len(keys))
 	if v.count > 0 {
 		summary = fmt.Sprintf("%d of %d keys not linearizable (%d undecided) over %d operations", v.count-undecided, len(keys), undecided, ops)
 	}
