@@ -128,16 +128,8 @@ func WithRegistry(reg *prometheus.Registry) Option {
 // in a tree of the engine's own: `abi-engine run` keeps its HTTP server and signal
 // handler beside them, so the process has one tree. tree must be running when Load is
 // called; the engine removes its services from it, in order, when it ends, and the
-// caller stops tree after that.
-func WithSupervisor(tree *suture.Supervisor) Option {
-	return func(o *options) {
-		if tree == nil {
-			o.fail(errors.New("engine: WithSupervisor: the supervisor is nil (leave the option out for a tree of the engine's own)"))
-			return
-		}
-		o.tree = tree
-	}
-}
+// caller stops tree after that. A nil tree is the default: a tree of the engine's own.
+func WithSupervisor(tree *suture.Supervisor) Option { return func(o *options) { o.tree = tree } }
 
 // WithFailpoints switches the fail points of set on in the engine (package
 // internal/failpoint; a build with the tag failpoints). The chaos harness uses it to

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 
 	engine "github.com/abi-engine/engine"
@@ -76,7 +75,6 @@ func TestOptionsNameWhatIsWrong(t *testing.T) {
 		{engine.WithVersion(""), "WithVersion"},
 		{engine.WithInstanceID("nope"), `WithInstanceID("nope")`},
 		{engine.WithRegistry(nil), "WithRegistry"},
-		{engine.WithSupervisor((*suture.Supervisor)(nil)), "WithSupervisor"},
 		{engine.WithJob(engine.Job{Name: "j"}), `WithJob: actors: job "j" needs a schedule`},
 		{nil, "option 0 of New is nil"},
 		{svc(func(s *engine.Service) { s.Data = engine.Data{} }), `WithService("mine"): Data is not set`},
