@@ -11,10 +11,8 @@ import (
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
-	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
-	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
 	"github.com/anthdm/hollywood/actor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,10 +20,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// Job is work an embedder registers; it runs only on the serving engine.
+// Job is work an embedder registers (WithJob): it runs only on the serving engine, is
+// stopped first in a handover and at once at a fence, and never runs on two engines at
+// the same time.
 type Job = actors.Job
 
-// Every schedules a job at a fixed interval.
+// Every schedules a job at a fixed interval (Job.Schedule).
 type Every = actors.Every
 
 // ErrLoaded is returned by a second Load.
@@ -34,48 +34,101 @@ var ErrLoaded = errors.New("engine: already loaded")
 // ErrShutDown is returned by Load after Shutdown.
 var ErrShutDown = errors.New("engine: shut down")
 
-// Option adjusts an Engine.
+// Option adjusts an Engine (New). An option given a value it cannot use makes New fail
+// with an error naming the option.
 type Option func(*options)
 
 type options struct {
 	log        *zap.Logger
 	version    string
 	instanceID string
-	services   []primaries.Service
+	services   []Service
 	jobs       []Job
 	registry   *prometheus.Registry
 	tree       *suture.Supervisor
 	failpoints *failpoint.Set
+	errs       []error // what the options found wrong, in order
 }
 
-// WithLogger logs through log (default: no logs).
-func WithLogger(log *zap.Logger) Option { return func(o *options) { o.log = log } }
+func (o *options) fail(err error) { o.errs = append(o.errs, err) }
 
-// WithVersion is the version written into the lease record.
-func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+// WithLogger logs through log (default: no logs).
+func WithLogger(log *zap.Logger) Option {
+	return func(o *options) {
+		if log == nil {
+			o.fail(errors.New("engine: WithLogger: the logger is nil (leave the option out for no logs)"))
+			return
+		}
+		o.log = log
+	}
+}
+
+// WithVersion is the version written into the lease record ("dev" by default).
+func WithVersion(v string) Option {
+	return func(o *options) {
+		if v == "" {
+			o.fail(errors.New("engine: WithVersion: the version is empty"))
+			return
+		}
+		o.version = v
+	}
+}
 
 // WithInstanceID fixes the engine's instance id (32 lowercase hex); by default each
 // engine draws a new one.
-func WithInstanceID(id string) Option { return func(o *options) { o.instanceID = id } }
+func WithInstanceID(id string) Option {
+	return func(o *options) {
+		if !sessions.ValidOwnerID(id) {
+			o.fail(fmt.Errorf("engine: WithInstanceID(%q): an instance id is 32 lowercase hex digits", id))
+			return
+		}
+		o.instanceID = id
+	}
+}
 
-// WithService serves an embedder's own service next to the kernel ones, by a
-// ServicePrimary like theirs, with the same lease, handover and fencing.
-func WithService(s primaries.Service) Option {
-	return func(o *options) { o.services = append(o.services, s) }
+// WithService serves an embedder's own service next to the kernel ones, with the same
+// lease, handover and fencing (see Service). New refuses a service that is not
+// complete, a second one of the same name, and a local one on an engine with a
+// rollout id.
+func WithService(s Service) Option {
+	return func(o *options) {
+		if err := s.validate(); err != nil {
+			o.fail(err)
+			return
+		}
+		o.services = append(o.services, s)
+	}
 }
 
 // WithJob registers a job; it runs only while this engine serves.
-func WithJob(j Job) Option { return func(o *options) { o.jobs = append(o.jobs, j) } }
+func WithJob(j Job) Option {
+	return func(o *options) {
+		if err := j.Validate(); err != nil {
+			o.fail(fmt.Errorf("engine: WithJob: %w", err))
+			return
+		}
+		o.jobs = append(o.jobs, j)
+	}
+}
 
-// WithRegistry registers the engine's metrics in reg instead of a registry of its own.
-func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o.registry = reg } }
+// WithRegistry registers the engine's metrics in reg instead of a registry of its own,
+// so they appear on the embedder's /metrics (names prefixed abi_engine_).
+func WithRegistry(reg *prometheus.Registry) Option {
+	return func(o *options) {
+		if reg == nil {
+			o.fail(errors.New("engine: WithRegistry: the registry is nil (leave the option out for one of the engine's own)"))
+			return
+		}
+		o.registry = reg
+	}
+}
 
 // WithSupervisor runs the engine's services (the embedded broker, the NATS connections,
 // the actors, the backends) in tree, a suture supervisor its caller serves, instead of
 // in a tree of the engine's own: `abi-engine run` keeps its HTTP server and signal
 // handler beside them, so the process has one tree. tree must be running when Load is
 // called; the engine removes its services from it, in order, when it ends, and the
-// caller stops tree after that.
+// caller stops tree after that. A nil tree is the default: a tree of the engine's own.
 func WithSupervisor(tree *suture.Supervisor) Option { return func(o *options) { o.tree = tree } }
 
 // WithFailpoints switches the fail points of set on in the engine (package
@@ -129,8 +182,15 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	o := options{version: "dev"}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			o.fail(fmt.Errorf("engine: option %d of New is nil", i))
+			continue
+		}
 		opt(&o)
+	}
+	if len(o.errs) > 0 {
+		return nil, errors.Join(o.errs...)
 	}
 	if o.log == nil {
 		o.log = zap.NewNop()
@@ -138,18 +198,20 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 	if o.instanceID == "" {
 		o.instanceID = sessions.NewOwnerID()
 	}
-	if !sessions.ValidOwnerID(o.instanceID) {
-		return nil, fmt.Errorf("engine: instance id %q is not 32 lowercase hex digits", o.instanceID)
-	}
 	if _, err := actors.NewJobsHost(o.jobs, nil, nil); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: WithJob: %w", err)
 	}
-	seen := map[string]bool{protocol.KeyValue: true, protocol.ObjectStorage: true}
+	seen := map[string]bool{}
 	for _, s := range o.services {
 		if seen[s.Name] {
-			return nil, fmt.Errorf("engine: a service named %q is served already", s.Name)
+			return nil, fmt.Errorf("engine: WithService(%q): a service of that name is served already", s.Name)
 		}
 		seen[s.Name] = true
+	}
+	// The embedder's services count in the shared-backend check as the kernel's do,
+	// before anything is touched (design §5.6).
+	if err := localServices(cfg, o.services); err != nil {
+		return nil, err
 	}
 	if o.registry == nil {
 		o.registry = prometheus.NewRegistry()

@@ -361,7 +361,7 @@ func TestEmbedderServiceIsServed(t *testing.T) {
 		protocol.Ctx
 		Text string `json:"text"`
 	}
-	svc := primaries.Service{Name: "echo", Operations: map[string]primaries.Operation{
+	svc := engine.Service{Name: "echo", Data: engine.SharedData(), Operations: map[string]primaries.Operation{
 		"say": primaries.Handle(func(_ context.Context, r *echo) (echo, error) { return echo{Text: r.Text}, nil }),
 	}}
 	e := newEngine(t, cfg(t, srv.URL(), "serve", "", "memory"), engine.WithService(svc))

@@ -22,9 +22,9 @@ import (
 
 // holdService is an embedder's service whose one call waits until release is closed:
 // a call in flight that keeps an engine draining.
-func holdService(started chan<- struct{}, release <-chan struct{}) primaries.Service {
+func holdService(started chan<- struct{}, release <-chan struct{}) engine.Service {
 	type req struct{ protocol.Ctx }
-	return primaries.Service{Name: "hold", Operations: map[string]primaries.Operation{
+	return engine.Service{Name: "hold", Data: engine.SharedData(), Operations: map[string]primaries.Operation{
 		"wait": primaries.Handle(func(ctx context.Context, _ *req) (struct{}, error) {
 			started <- struct{}{}
 			select {

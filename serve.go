@@ -87,22 +87,26 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	if err != nil {
 		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
-	services := append([]primaries.Service{
+	services := []primaries.Service{
 		keyvalue.Service(kv),
 		objectstorage.Service(objects),
-	}, e.opts.services...)
-	fences := []primaries.EpochFence{kvFence, objFence} // the embedder's services have none
+	}
+	fences := []primaries.EpochFence{kvFence, objFence}
+	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
+	// has one, and for CallEpoch.
+	epochs := make([]*servedEpoch, len(e.opts.services))
+	for i, svc := range e.opts.services {
+		epochs[i] = &servedEpoch{fence: svc.Fence}
+		services = append(services, svc.primary(epochs[i]))
+		fences = append(fences, epochs[i])
+	}
 	for i, svc := range services {
-		var fence primaries.EpochFence
-		if i < len(fences) {
-			fence = fences[i]
-		}
 		p, err := primaries.New(svc, primaries.Config{
 			Conn:          nc,
 			InstanceID:    e.InstanceID(),
 			MaxConcurrent: e.cfg.NATS.MaxConcurrentRequests,
 			LeaseValid:    own.Gate().Valid,
-			Fence:         fence,
+			Fence:         fences[i],
 			Overflow:      overflow,
 			OnCall:        e.metrics.call,
 			Failpoints:    e.opts.failpoints,
@@ -117,12 +121,33 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		set.members = append(set.members, pid)
 		set.named["primary:"+svc.Name] = pid
 	}
-	for i, h := range []*sessions.TransferHost{transfers, overflow.TransferHost} {
+	hosts := []*sessions.TransferHost{transfers, overflow.TransferHost}
+	names := []string{"transfer:" + protocol.ObjectStorage, "overflow"}
+	for i, svc := range e.opts.services {
+		if len(svc.Transfers) == 0 {
+			continue
+		}
+		// A transfer host of the service's own, on its own prefix, checking the lease
+		// before every operation like the kernel's.
+		h, err := sessions.NewTransferHost(nc, sessions.TransferConfig{
+			Prefix:     protocol.TransferPrefix(svc.Name),
+			Owner:      e.InstanceID(),
+			Handlers:   svc.transfers(epochs[i]),
+			LeaseValid: own.Gate().Valid,
+			Logger:     e.log,
+		})
+		if err != nil {
+			return set, fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
+		}
+		hosts = append(hosts, h)
+		names = append(names, "transfer:"+svc.Name)
+	}
+	for i, h := range hosts {
 		set.transfers = append(set.transfers, h)
 		set.hosts = append(set.hosts, h)
 		pid := h.Spawn(e.actorSys)
 		set.members = append(set.members, pid)
-		set.named[[]string{"transfer:object_storage", "overflow"}[i]] = pid
+		set.named[names[i]] = pid
 	}
 	e.metrics.watchServing(set)
 	if len(e.opts.jobs) > 0 {

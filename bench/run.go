@@ -387,6 +387,11 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 	}
 }
 
+// Failure fills op from the error of a call made through a client.Transport (its
+// Code, Err, Instance and Indefinite), as the driver records its own: a workload of
+// another service records its failures with it (package chaos).
+func Failure(op *Op, err error) { failure(op, err) }
+
 // failure fills op from a Transport error.
 func failure(op *Op, err error) {
 	op.Err = err.Error()

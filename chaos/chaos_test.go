@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/abi-engine/engine/internal/leakcheck"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/chaos/check"
 	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/client"
@@ -217,6 +219,9 @@ func TestRunRefuses(t *testing.T) {
 	if _, err := Run(ctx, "kill-holder", Options{}); err == nil || !strings.Contains(err.Error(), "Binary") {
 		t.Fatalf("process scenario without a binary: %v", err)
 	}
+	if _, err := Run(ctx, "zombie-write", Options{Binary: "abi-engine", Workload: nameOnly("counters")}); err == nil || !strings.Contains(err.Error(), "only the keyvalue workload, not counters") {
+		t.Fatalf("a keyvalue-only scenario with another workload: %v", err)
+	}
 	if _, err := Run(ctx, "partition", Options{Lease: 500 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "500ms") {
 		t.Fatalf("lease below the minimum: %v", err)
 	}
@@ -235,6 +240,15 @@ func TestRunRefuses(t *testing.T) {
 		}
 	}
 }
+
+// nameOnly is a Workload that Run refuses before it makes a call.
+type nameOnly string
+
+func (w nameOnly) Name() string { return string(w) }
+func (nameOnly) Call(context.Context, *client.Transport, int, *rand.Rand) bench.Op {
+	panic("not called")
+}
+func (nameOnly) Model() *check.Model { return nil }
 
 func TestScenariosAndCommand(t *testing.T) {
 	names := Names()

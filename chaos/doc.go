@@ -33,6 +33,13 @@
 // the same seed replays the same fault schedule. docs/chaos.md describes every
 // scenario and checker.
 //
+// The harness is also a library for the CI of a project that embeds the engine:
+// Options.Engine builds the project's engine (EngineProcess serves it in child
+// processes for the process scenarios, or Options.Binary names a binary of the
+// project's own with the same CLI), and Options.Workload drives the project's own
+// service and models it for the linearizability checker (docs/chaos.md "In your own
+// CI"; examples/counter/chaos_test.go).
+//
 // Usage:
 //
 //	rep, err := chaos.Run(ctx, "kill-holder", chaos.Options{

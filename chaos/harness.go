@@ -228,6 +228,18 @@ func (h *harness) startTraffic() error {
 		return err
 	}
 	t := &traffic{stop: make(chan struct{}), done: make(chan struct{})}
+	if w := h.opts.Workload; w != nil {
+		go func() {
+			defer close(t.done)
+			start := time.Now()
+			runWorkload(context.WithoutCancel(h.ctx), w, tr, h.opts, h.rec, t.stop)
+			sum := h.rec.Summary()
+			t.rep = &bench.Report{Throughput: float64(sum.Ops-sum.Errors-sum.Interrupted) / time.Since(start).Seconds()}
+		}()
+		h.traffic = t
+		h.event(report.KindStep, "traffic", "%d workers, %s", h.opts.Concurrency, w.Name())
+		return nil
+	}
 	cfg := trafficConfig(h.opts)
 	go func() {
 		defer close(t.done)

@@ -208,7 +208,7 @@ func (h *harness) startInproc(rollout string, viaProxy bool, fp ...string) (*inp
 	if withFailpoints != nil {
 		opts = append(opts, withFailpoints)
 	}
-	eng, err := engine.New(cfg, opts...)
+	eng, err := h.newEngine(cfg, opts...)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", nm, err)
@@ -396,7 +396,15 @@ func (h *harness) startProcess(rollout string, fp ...string) (*procMember, error
 	}
 	// The environment wins over the file: clear what the harness's own might set.
 	env := []string{config.EnvRole + "=", config.EnvRolloutID + "=", config.EnvNATSURL + "=", failpoint.EnvVar + "=" + spec}
-	p, err := fault.StartProcess(nm, h.opts.Binary, []string{"run", "--config", cfgPath}, env, out)
+	bin, args := h.opts.Binary, []string{"run", "--config", cfgPath}
+	if bin == "" {
+		// The embedder's engine in a child process of this program (EngineProcess).
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("%s: find this program to run its engine: %w", nm, err)
+		}
+		args, env = childArgs, append(env, envEngineConfig+"="+cfgPath)
+	}
+	p, err := fault.StartProcess(nm, bin, args, env, out)
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,21 @@ type Options struct {
 	// Seed draws the fault schedule (which engine, when, how long) and the traffic's
 	// keys and values. The same scenario, duration and seed replay the same schedule.
 	Seed int64
-	// Binary is the abi-engine binary the process scenarios run; those scenarios fail
-	// to start without it.
+	// Binary is the abi-engine binary the process scenarios run, or a binary of the
+	// embedder's own with the same `run --config FILE` command line (its engine with
+	// its services, the HTTP endpoints, the signals and exit codes of abi-engine run).
+	// Without it, and with Engine set, the process scenarios run the embedder's engine
+	// in child processes of this very program, which must call EngineProcess first
+	// thing in main (or TestMain). Without either they fail to start.
 	Binary string
+	// Engine, when set, builds the engines of the run in place of engine.New: the
+	// in-process scenarios call it, and so do the engine processes of EngineProcess.
+	Engine EngineFunc
+	// Workload, when set, is the traffic of the run in place of the kernel's keyvalue
+	// workload: the calls of the embedder's own service and its model for the
+	// linearizability checker. Scenarios that read keyvalue's storage themselves
+	// (Scenario.KeyValueOnly) refuse it.
+	Workload Workload
 	// Out, when set, is a directory that receives report.json, timeline.svg,
 	// history.json (every call recorded, one JSON object a line) and the engines' logs
 	// (logs/). Without it the logs are discarded with the run's temporary directory.
@@ -100,7 +112,11 @@ type Scenario struct {
 	// Failpoints is true when the scenario needs fail points (a -tags failpoints
 	// build, of the harness and of Options.Binary).
 	Failpoints bool
-	run        func(*harness) error
+	// KeyValueOnly is true when the scenario's checks read what the keyvalue traffic
+	// wrote (its storage), so it runs only the kernel's workload (Options.Workload
+	// nil).
+	KeyValueOnly bool
+	run          func(*harness) error
 }
 
 // Scenarios lists every scenario, in the order CI runs them.
@@ -125,11 +141,12 @@ func Scenarios() []Scenario {
 			run:         pauseHolder,
 		},
 		{
-			Name:        "zombie-write",
-			Description: "the holder is stalled between its lease check and a write, SIGSTOPped past a takeover, and resumed after its successor wrote the same key: storage must refuse its write by the epoch (no lost update in what storage committed)",
-			Processes:   true,
-			Failpoints:  true,
-			run:         zombieWrite,
+			Name:         "zombie-write",
+			Description:  "the holder is stalled between its lease check and a write, SIGSTOPped past a takeover, and resumed after its successor wrote the same key: storage must refuse its write by the epoch (no lost update in what storage committed)",
+			Processes:    true,
+			Failpoints:   true,
+			KeyValueOnly: true,
+			run:          zombieWrite,
 		},
 		{
 			Name:        "partition",
@@ -227,8 +244,14 @@ func Run(ctx context.Context, name string, opts Options) (*Report, error) {
 	if opts.Lease < time.Second {
 		return nil, fmt.Errorf("chaos: lease %s is shorter than the engine's minimum of 1s", opts.Lease)
 	}
-	if sc.Processes && opts.Binary == "" {
-		return nil, fmt.Errorf("chaos: scenario %q runs engine processes and needs the abi-engine binary (Options.Binary)", name)
+	if os.Getenv(envEngineConfig) != "" {
+		return nil, fmt.Errorf("chaos: this process is an engine process the harness started (%s is set), but it ran the harness instead of the engine: call chaos.EngineProcess first thing in main or TestMain", envEngineConfig)
+	}
+	if sc.Processes && opts.Binary == "" && opts.Engine == nil {
+		return nil, fmt.Errorf("chaos: scenario %q runs engine processes and needs the abi-engine binary (Options.Binary), or an engine constructor (Options.Engine) served by EngineProcess", name)
+	}
+	if sc.KeyValueOnly && opts.Workload != nil {
+		return nil, fmt.Errorf("chaos: scenario %q checks the keyvalue traffic's own writes in storage, so it runs only the keyvalue workload, not %s", name, opts.Workload.Name())
 	}
 	if err := prerequisites(sc, opts); err != nil {
 		return nil, err

@@ -34,7 +34,13 @@ func (h *harness) handoverOverlap() time.Duration { return h.lease / 4 }
 func (h *harness) historyChecks(overlap time.Duration) {
 	hist := h.history()
 	budget := linearizabilityBudget + time.Duration(len(hist)/10000)*time.Second
-	h.check(check.NoOverlap(hist, overlap), check.Linearizable(hist, budget))
+	h.check(check.NoOverlap(hist, overlap))
+	switch w := h.opts.Workload; {
+	case w == nil:
+		h.check(check.Linearizable(hist, budget))
+	case w.Model() != nil:
+		h.check(check.LinearizableModel(hist, *w.Model(), budget))
+	}
 	if jobs := h.jobRuns(); len(jobs) > 0 {
 		// A handover stops the jobs before it releases the lease, and a fence stops
 		// them at once: no overlap at all is allowed.

@@ -3,7 +3,6 @@ package check
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/abi-engine/engine/bench"
@@ -146,32 +145,6 @@ func operations(h []bench.Op) map[string][]porcupine.Operation {
 // starts absent: a scenario uses keys of its own. timeout bounds the search over all
 // keys; a key left undecided when it runs out fails the check, named as such.
 func Linearizable(h []bench.Op, timeout time.Duration) Result {
-	byKey := operations(h)
-	keys := make([]string, 0, len(byKey))
-	ops := 0
-	for k, o := range byKey {
-		keys = append(keys, k)
-		ops += len(o)
-	}
-	sort.Strings(keys)
-	var v violations
-	undecided := 0
-	per := timeout
-	if len(keys) > 0 {
-		per = max(timeout/time.Duration(len(keys)), 100*time.Millisecond)
-	}
-	for _, k := range keys {
-		switch porcupine.CheckOperationsTimeout(registerModel, byKey[k], per) {
-		case porcupine.Illegal:
-			v.add("key %q: its %d operations have no linearization (no order of the writes explains what a read or a conditional write saw)", k, len(byKey[k]))
-		case porcupine.Unknown:
-			undecided++
-			v.add("key %q: %d operations not decided within %s", k, len(byKey[k]), per)
-		}
-	}
-	summary := fmt.Sprintf("%d keyvalue operations over %d keys, linearizable", ops, len(keys))
-	if v.count > 0 {
-		summary = fmt.Sprintf("%d of %d keys not linearizable (%d undecided) over %d operations", v.count-undecided, len(keys), undecided, ops)
-	}
-	return v.result("linearizable", summary)
+	return judgeKeys(registerModel, operations(h), timeout, "keyvalue operations",
+		"no order of the writes explains what a read or a conditional write saw")
 }

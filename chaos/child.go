@@ -1,0 +1,178 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	engine "github.com/abi-engine/engine"
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/supervisor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// This file is how the process scenarios run an embedder's engine without a binary
+// of its own: the harness starts this very program again with envEngineConfig naming
+// the engine's configuration file, and EngineProcess, called first thing in main or
+// TestMain, serves the engine of Options.Engine the way `abi-engine run` does.
+
+// envEngineConfig names the configuration file of an engine process of this program.
+const envEngineConfig = "ABI_CHAOS_ENGINE_CONFIG"
+
+// childArgs are the arguments of an engine process of this program. A test binary
+// that does not call EngineProcess runs no test with them, and exits at once instead
+// of running the harness again.
+var childArgs = []string{"-test.run=^$"}
+
+// Exit codes of an engine process, those of `abi-engine run` (design §4.6).
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+	exitServing = 3
+)
+
+// childStopBound bounds the teardown of the process's tree once the engine has ended.
+const childStopBound = 30 * time.Second
+
+// EngineProcess serves newEngine's engine and exits when this process is an engine
+// process the harness started (a process scenario run with Options.Engine and no
+// Options.Binary), and returns at once otherwise. Call it first thing in main, or in
+// TestMain before m.Run:
+//
+//	func TestMain(m *testing.M) {
+//		chaos.EngineProcess(newEngine)
+//		os.Exit(m.Run())
+//	}
+//
+// The engine process behaves as `abi-engine run --config FILE` does: it serves
+// /healthz, /readyz, /status and /metrics on http.listen, hands over on the first
+// SIGTERM, SIGINT or SIGHUP and stops at once on a second, logs JSON to stderr, and
+// exits 0 after a handover, 1 when the engine ended on its own (a lost lease) or
+// failed, 2 for a bad configuration and 3 when another engine serves.
+func EngineProcess(newEngine EngineFunc) {
+	path := os.Getenv(envEngineConfig)
+	if path == "" {
+		return
+	}
+	os.Exit(serveEngine(path, newEngine, os.Getenv, os.Stderr))
+}
+
+// serveEngine is EngineProcess but os.Exit: it returns the exit code.
+func serveEngine(path string, newEngine EngineFunc, env func(string) string, out io.Writer) int {
+	cfg, err := config.Load(path, env)
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return exitUsage
+	}
+	var level zapcore.Level
+	if err := level.Set(cfg.Log.Level); err != nil {
+		level = zapcore.InfoLevel
+	}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(zapcore.AddSync(out)), level))
+	defer log.Sync() //nolint:errcheck // stderr may not support sync
+	fail := func(code int, err error) int {
+		log.Error("engine process ends", zap.Int("exit_code", code), zap.Error(err))
+		return code
+	}
+	var fp *failpoint.Set
+	if spec := env(failpoint.EnvVar); spec != "" {
+		if !failpoint.Enabled {
+			return fail(exitUsage, fmt.Errorf("%s=%q is set, but this program was built without fail points (-tags failpoints)", failpoint.EnvVar, spec))
+		}
+		if fp, err = failpoint.Parse(spec); err != nil {
+			return fail(exitUsage, fmt.Errorf("%s: %w", failpoint.EnvVar, err))
+		}
+	}
+	tree := supervisor.NewTree("abi-engine chaos engine", log, childStopBound)
+	eng, err := newEngine(cfg, engine.WithLogger(log), engine.WithSupervisor(tree), engine.WithFailpoints(fp))
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	first, second := make(chan struct{}), make(chan struct{})
+	signals := &supervisor.Signals{OnFirst: closer(first), OnSecond: closer(second)}
+	tree.Add(signals)
+	if cfg.HTTP.Listen != "" {
+		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry()), log)
+		if err != nil {
+			return fail(exitRuntime, fmt.Errorf("serve HTTP on %s (http.listen): %w", cfg.HTTP.Listen, err))
+		}
+		tree.Add(h)
+	}
+	treeCtx, stopTree := context.WithCancel(context.Background())
+	treeDone := tree.ServeBackground(treeCtx)
+	defer func() {
+		stopTree()
+		<-treeDone
+	}()
+
+	loadCtx, cancelLoad := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-first:
+			cancelLoad()
+		case <-loadCtx.Done():
+		}
+	}()
+	err = eng.Load(loadCtx)
+	cancelLoad()
+	var already *lease.AlreadyServingError
+	switch {
+	case errors.As(err, &already):
+		return fail(exitServing, err)
+	case err != nil && isClosed(first):
+		return exitOK
+	case err != nil:
+		return fail(exitRuntime, fmt.Errorf("load the engine: %w", err))
+	}
+	select {
+	case <-first:
+	case <-eng.Done():
+		if err := eng.Err(); errors.As(err, &already) {
+			return fail(exitServing, err)
+		} else if err != nil {
+			return fail(exitRuntime, err)
+		}
+		return fail(exitRuntime, errors.New("the engine stopped without being asked to"))
+	}
+	shutCtx, cancelShut := context.WithCancel(context.Background())
+	defer cancelShut()
+	go func() {
+		select {
+		case <-second:
+			cancelShut()
+		case <-shutCtx.Done():
+		}
+	}()
+	if err := eng.Shutdown(shutCtx); err != nil {
+		return fail(exitRuntime, fmt.Errorf("handover: %w", err))
+	}
+	log.Info("handover complete: exiting")
+	return exitOK
+}
+
+// closer closes ch on its first call.
+func closer(ch chan struct{}) func() {
+	return func() {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
