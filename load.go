@@ -132,6 +132,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		Jobs:       set.jobsPID,
 		Members:    set.members,
 		Drain:      e.cfg.NATS.Engine.Drain(),
+		Successor:  set.waitSuccessor,
 		Sessions:   set.waitSessions,
 		OnPhase:    e.metrics.handoverPhase,
 		Logger:     e.log,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
@@ -180,6 +181,12 @@ func (s *servingSet) backendsDown() []error {
 		}
 	}
 	return down
+}
+
+// waitSuccessor is the handover's successor check: the new holder's services answer
+// at the broker for every endpoint of ours.
+func (s *servingSet) waitSuccessor(ctx context.Context, holder lease.Holder) error {
+	return primaries.WaitSuccessor(ctx, holder.InstanceID, s.primaries...)
 }
 
 // waitSessions is the handover's second wait over every host (design §3).

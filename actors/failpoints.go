@@ -48,6 +48,8 @@ func (a *rootActor) next(p Phase) Phase {
 		case PhaseRelaying:
 			return PhaseRelease
 		case PhaseRelease:
+			return PhaseSuccessor
+		case PhaseSuccessor:
 			return PhaseDrain
 		case PhaseSessions:
 			return PhaseJobs
@@ -70,13 +72,20 @@ func (a *rootActor) stopJobs(c *actor.Context, msg StopAccepting) (waits bool) {
 }
 
 // stopAccepting tells every member to stop accepting; with serve-after-release only
-// lease/2 later, past the designed overlap of lease/4.
+// lease/2 later (after the successor answered), past the designed overlap of lease/4.
 func (a *rootActor) stopAccepting(c *actor.Context, msg StopAccepting) {
 	if failpoint.On(a.r.cfg.Failpoints, failpoint.ServeAfterRelease) {
 		a.later(c, a.r.cfg.Ownership.Config().Lease/2, msg, a.r.cfg.Members...)
 		return
 	}
 	a.fanOut(c, msg, false)
+}
+
+// skipSuccessor reports whether the handover skips its wait for the successor
+// (skip-successor): the members stop accepting right after the release, as before
+// issue 13, and callers meet the gap until the new holder subscribes.
+func (a *rootActor) skipSuccessor() bool {
+	return failpoint.On(a.r.cfg.Failpoints, failpoint.SkipSuccessor)
 }
 
 // later sends msg to pids after d, from the root, so their replies reach it; stopHeld

@@ -2,10 +2,13 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
+
+	"github.com/abi-engine/engine/lease"
 )
 
 // The root actor's handover cascade (docs/architecture.md, cascade 1): its phases, in
@@ -19,6 +22,9 @@ import (
 //	jobs      StopAccepting{drain deadline} → jobs host       waits for its Drained
 //	release   Release → ownership                             waits for Released
 //	                                                          (two renewal periods)
+//	successor the wait for the new holder, on a goroutine:    waits for successorDone
+//	          the lease names it, its services answer at      (lease/4 after the release,
+//	          the broker; we go on serving meanwhile          at most half the drain)
 //	drain     StopAccepting{drain deadline} → every member    waits for Drained from each
 //	sessions  the second wait for sessions, on a goroutine    waits for sessionsDone
 //	                                                          (the drain deadline)
@@ -43,6 +49,11 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 		if st.phase != PhaseRelease {
 			return
 		}
+	case successorDone:
+		if st.phase != PhaseSuccessor {
+			return
+		}
+		a.successorFound(m)
 	case sessionsDone:
 		if st.phase != PhaseSessions {
 			return
@@ -61,6 +72,10 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 	case phaseDeadline:
 		if st.phase != m.phase {
 			return
+		}
+		if m.phase == PhaseSuccessor {
+			a.noSuccessor(lease.Holder{}) // an engine without a standby ends this way
+			break
 		}
 		a.r.log.Warn("handover phase deadline passed", zap.Stringer("phase", m.phase), zap.Int("unanswered", len(st.waiting)))
 	default:
@@ -89,8 +104,19 @@ func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
 		}
 		c.Send(r.cfg.Ownership.PID(), Release{})
 		return true
+	case PhaseSuccessor:
+		if r.cfg.Successor == nil {
+			return false
+		}
+		return a.beginSuccessor(c)
 	case PhaseDrain:
-		st.drainBy = time.Now().Add(r.cfg.Drain)
+		// drain_seconds count from the release, however long we waited for the
+		// successor: the epoch's deferral relies on our drain ending first (Epoch, (b)).
+		from := st.released
+		if from.IsZero() {
+			from = time.Now()
+		}
+		st.drainBy = from.Add(r.cfg.Drain)
 		a.enter(c, p, st.drainBy, r.cfg.Members...)
 		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
 			return false
@@ -153,17 +179,32 @@ func (a *rootActor) answered(from *actor.PID) bool {
 	return len(st.waiting) == 0
 }
 
-// waitSessions starts the second wait for sessions, bounded by the drain deadline. The
-// goroutine is the root's: Stopped cancels it and Close waits for it.
+// waitSessions starts the second wait for sessions, bounded by the drain deadline.
 func (a *rootActor) waitSessions(c *actor.Context) {
+	wait := a.r.cfg.Sessions
+	a.goWait(c, a.st.drainBy, func(ctx context.Context) any { return sessionsDone{err: wait(ctx)} })
+}
+
+// goWait runs wait on a goroutine of the root's, bounded by deadline, and sends the
+// root what it returns. Stopped cancels it and Close waits for it.
+func (a *rootActor) goWait(c *actor.Context, deadline time.Time, wait func(ctx context.Context) any) {
 	st := a.st
-	ctx, cancel := context.WithDeadline(context.Background(), st.drainBy)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	done := make(chan struct{})
-	st.sessCancel, st.sessDone = cancel, done
-	e, self, wait := c.Engine(), c.PID(), a.r.cfg.Sessions
+	// The waits of the cascade so far, less those that have returned.
+	st.waits = slices.DeleteFunc(st.waits, func(w bgWait) bool {
+		select {
+		case <-w.done:
+			return true
+		default:
+			return false
+		}
+	})
+	st.waits = append(st.waits, bgWait{cancel: cancel, done: done})
+	e, self := c.Engine(), c.PID()
 	go func() {
 		defer close(done)
 		defer cancel()
-		e.Send(self, sessionsDone{err: wait(ctx)})
+		e.Send(self, wait(ctx))
 	}()
 }

@@ -27,25 +27,27 @@ type Phase int
 // The phases, in the order the cascade goes through them.
 const (
 	// PhaseRelaying: no handover asked for; the root relays role changes to the members.
-	PhaseRelaying Phase = iota + 1
-	PhaseJobs           // jobs stop; runs in progress finish
-	PhaseRelease        // the lease is released
-	PhaseDrain          // shared subscriptions end; received calls and sessions finish
-	PhaseSessions       // the second wait for sessions
-	PhaseStop           // everything left is stopped
-	PhaseDrained        // the epoch record is marked drained
-	PhaseDone           // the handover is over: Ended is closed
+	PhaseRelaying  Phase = iota + 1
+	PhaseJobs            // jobs stop; runs in progress finish
+	PhaseRelease         // the lease is released
+	PhaseSuccessor       // we serve on until the new holder answers at the broker
+	PhaseDrain           // shared subscriptions end; received calls and sessions finish
+	PhaseSessions        // the second wait for sessions
+	PhaseStop            // everything left is stopped
+	PhaseDrained         // the epoch record is marked drained
+	PhaseDone            // the handover is over: Ended is closed
 )
 
 var phaseNames = [...]string{
-	PhaseRelaying: "relaying",
-	PhaseJobs:     "jobs",
-	PhaseRelease:  "release",
-	PhaseDrain:    "drain",
-	PhaseSessions: "sessions",
-	PhaseStop:     "stop",
-	PhaseDrained:  "drained",
-	PhaseDone:     "done",
+	PhaseRelaying:  "relaying",
+	PhaseJobs:      "jobs",
+	PhaseRelease:   "release",
+	PhaseSuccessor: "successor",
+	PhaseDrain:     "drain",
+	PhaseSessions:  "sessions",
+	PhaseStop:      "stop",
+	PhaseDrained:   "drained",
+	PhaseDone:      "done",
 }
 
 func (p Phase) String() string {
@@ -72,6 +74,12 @@ type RootConfig struct {
 	// Drain bounds how long received calls and open sessions may take after the
 	// release (drain_seconds; 0 closes them at once).
 	Drain time.Duration
+	// Successor confirms that holder, the engine that took the lease after our
+	// release, now answers at the broker on the shared subscriptions of our members
+	// (its micro services, listing every endpoint of ours). It must return when its ctx
+	// ends. Optional: nil skips the successor phase, and the members stop accepting
+	// right after the release.
+	Successor func(ctx context.Context, holder lease.Holder) error
 	// Sessions is the second wait for sessions over every host (a call answered during
 	// the first wait can park an overflowing reply on a host already done). It must
 	// return when its ctx ends. Optional.
@@ -79,7 +87,8 @@ type RootConfig struct {
 	// OnPhase sees each handover phase's duration, on the root's goroutine. Optional.
 	OnPhase func(phase Phase, d time.Duration)
 	Logger  *zap.Logger
-	// Failpoints hosts release-before-jobs and serve-after-release; nil: none.
+	// Failpoints hosts release-before-jobs, serve-after-release and skip-successor;
+	// nil: none.
 	Failpoints *failpoint.Set
 }
 
@@ -108,6 +117,7 @@ type cascade struct {
 	deadline   time.Time       // the current phase's; zero for none
 	waiting    map[string]bool // members (PID strings) the current phase waits for
 	drainBy    time.Time       // the drain deadline, which the second wait for sessions keeps
+	released   time.Time       // when the release was confirmed (the drain deadline counts from it)
 
 	// the serving period: Serve was sent, and these members have not confirmed it yet
 	state     lease.State // what the members carry out (serving once all confirmed)
@@ -119,9 +129,15 @@ type cascade struct {
 	ended bool
 	err   error
 
-	// the second wait for sessions, a goroutine the root starts in PhaseSessions
-	sessCancel context.CancelFunc
-	sessDone   chan struct{} // closed once it has returned; nil when none started
+	// the goroutines the root starts: the wait for a successor (PhaseSuccessor) and
+	// the second wait for sessions (PhaseSessions)
+	waits []bgWait
+}
+
+// bgWait is one of the root's goroutines: Stopped cancels it, Close waits for it.
+type bgWait struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once it has returned
 }
 
 // rootView is the snapshot the handles read.
@@ -139,7 +155,11 @@ type rootView struct {
 type (
 	phaseDeadline struct{ phase Phase }
 	sessionsDone  struct{ err error }
-	retryServe    struct{ to *actor.PID }
+	successorDone struct {
+		holder lease.Holder // the new holder, when the lease showed one
+		err    error
+	}
+	retryServe struct{ to *actor.PID }
 )
 
 // SpawnRoot spawns the root actor; it subscribes itself to the ownership.
@@ -216,8 +236,8 @@ func (r *Root) WaitServing(ctx context.Context) error {
 }
 
 // Close stops the root for good: it poisons the actor (whose Stopped stops its timers
-// and cancels the second wait for sessions) and waits for that wait to return, bounded
-// by ctx. It is safe to call more than once.
+// and cancels the waits for a successor and for sessions) and waits for those waits to
+// return, bounded by ctx. It is safe to call more than once.
 func (r *Root) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		<-r.engine.PoisonCtx(ctx, r.pid).Done()
@@ -227,11 +247,12 @@ func (r *Root) Close(ctx context.Context) error {
 		}
 		// The actor is gone (hollywood removes it before its Stopped, and ends the
 		// poison's context after), so its cascade is ours to read.
-		if done := r.st.sessDone; done != nil {
+		for _, w := range r.st.waits {
 			select {
-			case <-done:
+			case <-w.done:
 			case <-ctx.Done():
-				r.closeErr = fmt.Errorf("actors: the second wait for sessions did not return: %w", ctx.Err())
+				r.closeErr = fmt.Errorf("actors: a wait of the handover did not return: %w", ctx.Err())
+				return
 			}
 		}
 	})
@@ -254,8 +275,8 @@ func (a *rootActor) Receive(c *actor.Context) {
 		c.Send(a.r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
 	case actor.Stopped:
 		a.stopTimers()
-		if a.st.sessCancel != nil {
-			a.st.sessCancel() // Close waits for it
+		for _, w := range a.st.waits {
+			w.cancel() // Close waits for it
 		}
 		return
 	case Serving, EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed:
@@ -271,7 +292,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 		if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
 			c.Send(m.to, Serve{Epoch: a.st.epoch})
 		}
-	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone:
+	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone, successorDone:
 		a.handover(c, m)
 	}
 	a.publish()
@@ -281,7 +302,8 @@ func (a *rootActor) Receive(c *actor.Context) {
 // instance's: they are stopped and the phase deadline armed again (a phase waiting on a
 // message the panic dropped is moved on by it). The root subscribes again, which brings
 // the current role: a role change the panic dropped is not missed, and a Serve to retry
-// is sent again with it. A second wait for sessions goes on; it reports to the same PID.
+// is sent again with it. A wait for a successor or for sessions goes on; it reports to
+// the same PID.
 func (a *rootActor) Restart(c *actor.Context) {
 	a.stopTimers()
 	a.armPhase(c)

@@ -4,10 +4,12 @@ package chaos
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/abi-engine/engine/chaos/check"
+	"github.com/abi-engine/engine/client"
 )
 
 // Each fail point makes an engine misbehave the way one checker is there to catch, on
@@ -116,4 +118,36 @@ func TestSkipEpochFailsNoStaleWrite(t *testing.T) {
 
 func TestSkipEpochFailsNoStaleWriteOnPostgres(t *testing.T) {
 	failed(t, "zombie-write", Options{Failpoints: Failpoints{Holder: "skip-epoch"}, KeyValue: KeyValuePostgres, PostgresURL: postgresURL(t)}, "no-stale-write")
+}
+
+// TestSkipSuccessorFailsZeroFailures shows that the zero-failures checker can fail, and
+// what the handover's successor phase is for: with skip-successor the old engine ends
+// its subscriptions right after the release, and with the client's no-responders retry
+// off, the calls that fall into the gap before the new holder has subscribed fail; the
+// checker names them, while the other invariants still hold.
+func TestSkipSuccessorFailsZeroFailures(t *testing.T) {
+	// The gap lasts a few milliseconds (the successor's take, epoch read and subscribe),
+	// so a handover may pass without a call in it: a dozen of them make one sure.
+	rep := runScenario(t, "rolling-deploy", Options{Seed: ciSeed, Duration: 15 * time.Second,
+		Retry: &client.RetryPolicy{Window: 0}, Failpoints: Failpoints{Holder: "skip-successor", Others: "skip-successor"}})
+	if rep.Error != "" {
+		t.Fatalf("scenario broke down: %s\n%s", rep.Error, table(t, rep))
+	}
+	byName := map[string]check.Result{}
+	for _, c := range rep.Checks {
+		byName[c.Name] = c
+	}
+	zf, ok := byName["zero-failures"]
+	if !ok || zf.Passed || zf.Count == 0 {
+		t.Fatalf("zero-failures did not fail with skip-successor and the retry off:\n%s", table(t, rep))
+	}
+	if !strings.Contains(strings.Join(zf.Details, "\n"), "no responders") {
+		t.Fatalf("zero-failures failed, but not on calls that reached nobody:\n%s", table(t, rep))
+	}
+	for _, name := range []string{"no-overlap", "linearizable", "exit-codes", "no-leaks"} {
+		if c, ok := byName[name]; !ok || !c.Passed {
+			t.Errorf("%s should still pass with skip-successor and the retry off: %+v", name, c)
+		}
+	}
+	t.Logf("with skip-successor and the retry off: %s", zf.Summary)
 }

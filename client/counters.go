@@ -1,7 +1,10 @@
 package client
 
 import (
+	"errors"
 	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -9,10 +12,11 @@ import (
 // Counters counts what a Transport did, for the engine's metrics to expose. It is safe
 // for concurrent use and may be shared by several transports (WithCounters).
 type Counters struct {
-	calls    atomic.Uint64
-	retries  atomic.Uint64
-	giveUps  atomic.Uint64
-	failures map[protocol.Code]*atomic.Uint64 // one per protocol.Codes, fixed at creation
+	calls        atomic.Uint64
+	retries      atomic.Uint64
+	giveUps      atomic.Uint64
+	noResponders atomic.Uint64
+	failures     map[protocol.Code]*atomic.Uint64 // one per protocol.Codes, fixed at creation
 }
 
 // Stats is a snapshot of Counters.
@@ -24,6 +28,12 @@ type Stats struct {
 	// GiveUps is the number of calls that retried for their whole window and still
 	// reached nobody who ran them.
 	GiveUps uint64
+	// NoResponders is the number of attempts the broker answered "no responders": no
+	// engine subscribed the subject when the request reached it. On an engine subject
+	// each is followed by a retry (or ends the call at the end of its window), so a
+	// handover that leaves no gap between the old engine's subscriptions and the new
+	// one's keeps it at 0.
+	NoResponders uint64
 	// Failures counts failed calls by code; every code of protocol.Codes is present.
 	// A code this client does not know counts as INTERNAL.
 	Failures map[protocol.Code]uint64
@@ -42,15 +52,24 @@ func NewCounters() *Counters {
 // calls run may see a retry whose call it does not yet count as failed.
 func (c *Counters) Snapshot() Stats {
 	s := Stats{
-		Calls:    c.calls.Load(),
-		Retries:  c.retries.Load(),
-		GiveUps:  c.giveUps.Load(),
-		Failures: make(map[protocol.Code]uint64, len(c.failures)),
+		Calls:        c.calls.Load(),
+		Retries:      c.retries.Load(),
+		GiveUps:      c.giveUps.Load(),
+		NoResponders: c.noResponders.Load(),
+		Failures:     make(map[protocol.Code]uint64, len(c.failures)),
 	}
 	for code, n := range c.failures {
 		s.Failures[code] = n.Load()
 	}
 	return s
+}
+
+// sawNoResponders counts an attempt the broker answered "no responders" (err is the
+// attempt's error, nil for a reply).
+func (c *Counters) sawNoResponders(err error) {
+	if errors.Is(err, nats.ErrNoResponders) {
+		c.noResponders.Add(1)
+	}
 }
 
 func (c *Counters) fail(code protocol.Code) {

@@ -219,7 +219,8 @@ func TestBackoffSchedule(t *testing.T) {
 				if len(tc.want) == 1 {
 					wantGiveUps = 0 // nothing was retried, so nothing was given up
 				}
-				if st.Retries != uint64(len(tc.want)-1) || st.GiveUps != wantGiveUps || st.Failures[protocol.Unavailable] != 1 || st.Calls != 1 {
+				if st.Retries != uint64(len(tc.want)-1) || st.GiveUps != wantGiveUps || st.Failures[protocol.Unavailable] != 1 || st.Calls != 1 ||
+					st.NoResponders != uint64(len(tc.want)) {
 					t.Fatalf("stats = %+v", st)
 				}
 			})
@@ -298,7 +299,8 @@ func TestFencedReplyIsRetriedLikeNoResponders(t *testing.T) {
 		if want := ms(0, 50, 150, 350); !equalDurations(s.attempts, want) {
 			t.Fatalf("attempts at %v, want %v", s.attempts, want)
 		}
-		if st := tr.Counters().Snapshot(); st.Retries != 3 || st.Failures[protocol.Unavailable] != 0 {
+		// One "no responders"; the fenced replies are retried but are not that.
+		if st := tr.Counters().Snapshot(); st.Retries != 3 || st.Failures[protocol.Unavailable] != 0 || st.NoResponders != 1 {
 			t.Fatalf("stats = %+v", st)
 		}
 	})
@@ -386,4 +388,31 @@ func TestCancelDuringPause(t *testing.T) {
 			t.Fatalf("err = %v after %d attempts, want cancelled after 3", err, len(s.attempts))
 		}
 	})
+}
+
+// The broker's "no responders" is counted once per attempt that got it, on any subject,
+// and a reply counts nothing: a user (and the zero-gap handover test) reads it.
+func TestNoRespondersAreCounted(t *testing.T) {
+	cn, en := broker(t)
+	tr := transport(t, cn, WithRetryPolicy(RetryPolicy{}))
+	if _, err := tr.Request(withTimeout(t, 5*time.Second), "abi.svc.document.v1.get", nil, nil); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("err = %v, want no responders", err)
+	}
+	if _, err := tr.Request(withTimeout(t, 5*time.Second), "abi.agent.default.planner.v1.run", nil, nil); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("err = %v, want no responders", err)
+	}
+	sub, err := en.QueueSubscribe("abi.svc.document.v1.get", "q", func(m *nats.Msg) { reply(t, m, []byte("pong")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := en.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Request(withTimeout(t, 5*time.Second), "abi.svc.document.v1.get", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Counters().Snapshot(); st.NoResponders != 2 || st.Calls != 3 {
+		t.Fatalf("stats = %+v, want 2 no responders in 3 calls", st)
+	}
 }

@@ -138,6 +138,7 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 	giveUp := start.Add(window)
 	for retry := 0; ; retry++ {
 		m, err := t.conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: payload, Header: headers})
+		t.counters.sawNoResponders(err)
 		var ce *CallError
 		switch {
 		case err != nil:

@@ -26,8 +26,10 @@
 //	                     still refuses calls after lease/2)
 //	release-before-jobs  a handover releases the lease first and stops the jobs a
 //	                     lease later
-//	serve-after-release  a handover keeps its subscriptions for lease/2 after the
-//	                     release, past the designed overlap of lease/4
+//	serve-after-release  a handover keeps its subscriptions for lease/2 after the new
+//	                     holder answers, past the designed overlap of lease/4
+//	skip-successor       a handover ends its subscriptions right after the release,
+//	                     without waiting for the new holder's: callers meet the gap
 //	skip-lease-check     a primary runs every call without checking the lease
 //	skip-epoch           storage writes carry no epoch, so a stale one commits
 //	resend-unknown       the JetStream keyvalue backend treats every write as of
@@ -49,6 +51,7 @@ const (
 	SkipFencing       Name = "skip-fencing"
 	ReleaseBeforeJobs Name = "release-before-jobs"
 	ServeAfterRelease Name = "serve-after-release"
+	SkipSuccessor     Name = "skip-successor"
 	SkipLeaseCheck    Name = "skip-lease-check"
 	SkipEpoch         Name = "skip-epoch"
 	ResendUnknown     Name = "resend-unknown"

@@ -18,7 +18,7 @@ import (
 const Enabled = true
 
 // known lists every fail point in the order String writes them.
-var known = []Name{SkipFencing, ReleaseBeforeJobs, ServeAfterRelease, SkipLeaseCheck, SkipEpoch,
+var known = []Name{SkipFencing, ReleaseBeforeJobs, ServeAfterRelease, SkipSuccessor, SkipLeaseCheck, SkipEpoch,
 	ResendUnknown, StallBeforeWrite, DropRenewalReply, ClockRate}
 
 // Set is the fail points switched on in one engine. The zero Set and a nil one switch
