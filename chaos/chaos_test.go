@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/abi-engine/engine/internal/leakcheck"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/leakcheck"
 
 	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/chaos/check"
