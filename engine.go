@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +48,7 @@ type options struct {
 	registry   *prometheus.Registry
 	tree       *suture.Supervisor
 	failpoints *failpoint.Set
+	tracer     trace.TracerProvider // telemetry.go
 }
 
 // WithLogger logs through log (default: no logs).
