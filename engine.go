@@ -320,7 +320,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		if err = root.Handover(ctx); err != nil {
 			e.log.Warn("handover cut short", zap.Error(err))
 		}
-		e.log.Info("handover done", zap.Duration("took", time.Since(start)))
+		e.log.Debug("handover done", zap.Duration("took", time.Since(start))) // the root logged its phase done
 	}
 	e.stopWatchers()
 	e.teardown()
