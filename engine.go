@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +49,8 @@ type options struct {
 	registry   *prometheus.Registry
 	tree       *suture.Supervisor
 	failpoints *failpoint.Set
-	errs       []error // what the options found wrong, in order
+	errs       []error              // what the options found wrong, in order
+	tracer     trace.TracerProvider // telemetry.go
 }
 
 func (o *options) fail(err error) { o.errs = append(o.errs, err) }
@@ -379,7 +382,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		if err = root.Handover(ctx); err != nil {
 			e.log.Warn("handover cut short", zap.Error(err))
 		}
-		e.log.Info("handover done", zap.Duration("took", time.Since(start)))
+		e.log.Debug("handover done", zap.Duration("took", time.Since(start))) // the root logged its phase done
 	}
 	e.stopWatchers()
 	e.teardown()

@@ -149,9 +149,9 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		if err := root.WaitServing(ctx); err != nil {
 			return err
 		}
-		e.log.Info("engine serving", zap.String("lease_holder", e.me.String()))
+		e.log.Debug("engine serving", zap.String("lease_holder", e.me.String())) // the lease and the root logged it
 	} else {
-		e.log.Info("engine standing by", zap.String("holder", e.ownership.Status().Holder.String()))
+		e.log.Debug("engine standing by", zap.String("holder", e.ownership.Status().Holder.String())) // the lease logged it
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
-	kv = healthyKeyValue{Store: kv, h: kvHealth}
+	kv = e.tracedKeyValue(healthyKeyValue{Store: kv, h: kvHealth})
 	set.kv = kv
 	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints)
 	if err != nil {
@@ -72,7 +72,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
-	objects = healthyObjectStorage{Store: objects, h: objHealth}
+	objects = e.tracedObjectStorage(healthyObjectStorage{Store: objects, h: objHealth})
 	set.objects = objects
 
 	own := e.ownership
@@ -111,6 +111,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			Overflow:      overflow,
 			OnCall:        e.metrics.call,
 			Failpoints:    e.opts.failpoints,
+			Tracer:        e.callTracer(),
 		})
 		if err != nil {
 			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)

@@ -72,6 +72,7 @@ func TestOptionsNameWhatIsWrong(t *testing.T) {
 		want string
 	}{
 		{engine.WithLogger(nil), "WithLogger"},
+		{engine.WithTracerProvider(nil), "WithTracerProvider"},
 		{engine.WithVersion(""), "WithVersion"},
 		{engine.WithInstanceID("nope"), `WithInstanceID("nope")`},
 		{engine.WithRegistry(nil), "WithRegistry"},

@@ -164,7 +164,8 @@ func (a *rootActor) enter(c *actor.Context, p Phase, deadline time.Time, pids ..
 	for _, pid := range pids {
 		st.waiting[pid.String()] = true
 	}
-	r.log.Info("handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)))
+	r.log.Info("handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)),
+		zap.Uint64("revision", st.revision), zap.Uint64("epoch", st.epoch))
 	a.armPhase(c)
 }
 

@@ -438,22 +438,30 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		return
 	}
 	log := a.core.log
-	fields := []zap.Field{zap.String("event", ev.Kind.String())}
-	if ev.Revision != 0 {
-		fields = append(fields, zap.Uint64("revision", ev.Revision))
-	}
-	if ev.Holder != (lease.Holder{}) {
-		fields = append(fields, zap.String("holder", ev.Holder.String()))
+	lc := a.core.cfg.Lease
+	// Every line names the holder the event leaves (this engine, or the other one it
+	// is about), the revision and the epoch; the engine it took over from, when any.
+	fields := []zap.Field{zap.String("event", ev.Kind.String()), zap.Uint64("revision", ev.Revision),
+		zap.Uint64("epoch", a.core.machine.Epoch())}
+	switch ev.Kind {
+	case lease.EventStandingBy, lease.EventRefused, lease.EventLost, lease.EventEvicted, lease.EventStandbyTimedOut:
+		if ev.Holder != (lease.Holder{}) {
+			fields = append(fields, zap.String("holder", ev.Holder.String()))
+		}
+	default:
+		fields = append(fields, zap.String("holder", lc.Me.String()))
+		if ev.Holder != (lease.Holder{}) {
+			fields = append(fields, zap.String("previous_holder", ev.Holder.String()))
+		}
 	}
 	if ev.Err != nil {
 		fields = append(fields, zap.Error(ev.Err))
 	}
-	lc := a.core.cfg.Lease
 	switch ev.Kind {
 	case lease.EventRenewed:
 		log.Debug("engine lease renewed", fields...)
 	case lease.EventAcquired:
-		log.Info("engine lease acquired: serving", append(fields, zap.String("me", lc.Me.String()))...)
+		log.Info("engine lease acquired: serving", fields...)
 	case lease.EventTookOver:
 		// The silence was judged by our lease, or by the holder's longer published one.
 		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for at least %s", lc.Lease), fields...)

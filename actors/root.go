@@ -125,6 +125,7 @@ type cascade struct {
 	upWaiting map[string]bool
 	served    uint64 // serving periods confirmed so far
 	epoch     uint64 // the epoch the members were last told to serve under
+	revision  uint64 // the lease revision of the last Serving, for the handover's log lines
 
 	ended bool
 	err   error
@@ -336,7 +337,7 @@ func (a *rootActor) roleChanged(c *actor.Context, msg any) {
 			return
 		}
 		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Uint64("epoch", m.Epoch), zap.Bool("restored", m.Restored))
-		st.epoch = m.Epoch
+		st.epoch, st.revision = m.Epoch, m.Revision
 		a.expectUp()
 		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
 	case EpochChanged:

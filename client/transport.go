@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -33,6 +34,7 @@ type Transport struct {
 	counters *Counters
 	// maxTransfer bounds a transfer and a parked reply (WithMaxTransferBytes).
 	maxTransfer int64
+	tracer      trace.Tracer // WithTracerProvider (trace.go); nil: none
 }
 
 // Option configures a Transport.
@@ -120,7 +122,9 @@ func (t *Transport) Request(ctx context.Context, subject string, payload []byte,
 	t.counters.calls.Add(1)
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
+	ctx, headers, traced := t.trace(ctx, subject, headers)
 	r, ce := t.request(ctx, subject, payload, headers)
+	traced(r, ce)
 	if ce != nil {
 		t.counters.fail(ce.Err.Code)
 		return nil, ce

@@ -75,6 +75,8 @@ type Config struct {
 	Services Services `yaml:"services"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
+	// Telemetry is in telemetry.go.
+	Telemetry Telemetry `yaml:"telemetry"`
 
 	// path is the file the configuration was read from ("" when none was).
 	path string
@@ -164,9 +166,15 @@ type HTTP struct {
 
 // Log is the log block.
 type Log struct {
-	Level  string `yaml:"level"`
+	Level string `yaml:"level"`
+	// Format is json, console, or auto: console when standard error is a terminal,
+	// JSON otherwise.
 	Format string `yaml:"format"`
 }
+
+// LogFormatAuto picks the log format by where the log goes: console on a terminal,
+// JSON otherwise.
+const LogFormatAuto = "auto"
 
 // Default returns the configuration an engine runs with when nothing is configured:
 // role serve, embedded NATS server, JetStream backends, HTTP on 127.0.0.1:8080.
@@ -198,8 +206,9 @@ func Default() *Config {
 				Bucket:  DefaultObjectStorageBucket,
 			},
 		},
-		HTTP: HTTP{Listen: "127.0.0.1:8080"},
-		Log:  Log{Level: "info", Format: "json"},
+		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
+		Log:       Log{Level: "info", Format: LogFormatAuto},
+		Telemetry: defaultTelemetry(),
 	}
 }
 

@@ -67,8 +67,9 @@ func TestDefaults(t *testing.T) {
 					KeyValue:      KeyValue{Adapter: KeyValueJetStream, Path: "data/kv.db", Bucket: "ABI_KV", Table: "abi_keyvalue"},
 					ObjectStorage: ObjectStorage{Adapter: ObjectStorageJetStream, Root: "data/objects", Bucket: "ABI_OBJECTS"},
 				},
-				HTTP: HTTP{Listen: "127.0.0.1:8080"},
-				Log:  Log{Level: "info", Format: "json"},
+				HTTP:      HTTP{Listen: "127.0.0.1:8080"},
+				Log:       Log{Level: "info", Format: "auto"},
+				Telemetry: Telemetry{SampleRatio: 1, ServiceName: "abi-engine"},
 			}
 			got := *c
 			got.origins, got.path = nil, ""

@@ -109,7 +109,19 @@
 //
 // log.level (default info): debug, info, warn or error.
 //
-// log.format (default json): json or console.
+// log.format (default auto): json, console, or auto: console when standard error is a
+// terminal, JSON otherwise.
+//
+// telemetry.otlp_endpoint (default ""): host:port (port 4318 by convention) or an
+// http:// or https:// URL of an OTLP/HTTP collector to export traces to; "" turns
+// tracing off. A call's span continues the W3C traceparent of its request.
+//
+// telemetry.otlp_insecure (default false): send to a host:port endpoint over plain HTTP.
+//
+// telemetry.sample_ratio (default 1): the share, 0 to 1, of the traces started on the
+// engine that are recorded; a caller's sampling decision wins for its own traces.
+//
+// telemetry.service_name (default "abi-engine"): the service.name of the spans.
 //
 // # The shared-backend check
 //

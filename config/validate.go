@@ -130,7 +130,7 @@ const (
 	ruleKVAdapter      = "must be memory, bbolt, jetstream or postgres"
 	ruleObjAdapter     = "must be memory, fs or jetstream"
 	ruleLogLevel       = "must be debug, info, warn or error"
-	ruleLogFormat      = "must be json or console"
+	ruleLogFormat      = "must be json, console or auto"
 	ruleHTTPListen     = `must be "" (HTTP off) or host:port with a port from 0 to 65535`
 	ruleEmbeddedListen = "must be host:port with a port from 0 to 65535"
 	ruleStoreDir       = "must not be empty: the embedded server keeps its JetStream store there"
@@ -247,11 +247,11 @@ func (c *Config) check(issues []Issue) []Issue {
 		bad(keyLogLevel, q(c.Log.Level), ruleLogLevel)
 	}
 	switch c.Log.Format {
-	case "json", "console":
+	case "json", "console", LogFormatAuto:
 	default:
 		bad(keyLogFormat, q(c.Log.Format), ruleLogFormat)
 	}
-	return issues
+	return c.checkTelemetry(issues)
 }
 
 // option is one adapter option: its key, value, the adapter that reads it, and the rule

@@ -65,8 +65,18 @@ func TestRules(t *testing.T) {
 		{"log.level", "debug, info, warn or error", []value{
 			{"debug", ""}, {"info", ""}, {"warn", ""}, {"error", ""}, {"verbose", `"verbose"`}, {"warning", `"warning"`},
 		}},
-		{"log.format", "json or console", []value{
-			{"json", ""}, {"console", ""}, {"text", `"text"`},
+		{"log.format", "json, console or auto", []value{
+			{"json", ""}, {"console", ""}, {"auto", ""}, {"text", `"text"`},
+		}},
+		{"telemetry.otlp_endpoint", "OTLP/HTTP collector", []value{
+			{`""`, ""}, {`"otel-collector:4318"`, ""}, {`"https://otel.example.com/v1/traces"`, ""},
+			{`"otel-collector"`, `"otel-collector"`}, {`"http://"`, `"http://"`},
+		}},
+		{"telemetry.sample_ratio", "from 0 to 1", []value{
+			{"0", ""}, {"0.25", ""}, {"1", ""}, {"1.5", "1.5"}, {"-0.1", "-0.1"},
+		}},
+		{"telemetry.service_name", "must not be empty", []value{
+			{"billing-engine", ""}, {`""`, `""`},
 		}},
 		{"http.listen", "host:port with a port from 0 to 65535", []value{
 			{`""`, ""}, {`"127.0.0.1:8080"`, ""}, {`":8080"`, ""}, {`"[::1]:0"`, ""}, {`"localhost:9090"`, ""},

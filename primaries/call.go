@@ -108,6 +108,7 @@ type job struct {
 	op       Operation
 	req      micro.Request
 	received time.Time // set only for Config.OnCall
+	span     CallSpan  // set only for Config.Tracer
 }
 
 // dispatch hands j to an idle worker of the run, starting one if fewer than
@@ -155,6 +156,10 @@ func (r *run) work(p *Primary, j job) {
 // serve runs one call and answers it. The answer releases the call's slot and count
 // once it is published.
 func (p *Primary) serve(r *run, j job) {
+	ctx := r.ctx
+	if p.cfg.Tracer != nil {
+		ctx, j.span = p.cfg.Tracer.StartCall(ctx, p.svc.Name, j.name, nats.Header(j.req.Headers()), j.req.Data())
+	}
 	if !p.cfg.LeaseValid() && !failpoint.On(p.cfg.Failpoints, failpoint.SkipLeaseCheck) {
 		p.fail(r, j, true, protocol.Refused("this engine has not confirmed its lease within lease/2, so it ran nothing; retry"))
 		return
@@ -163,7 +168,7 @@ func (p *Primary) serve(r *run, j job) {
 		p.refuse(r, j, true)
 		return
 	}
-	ctx := failpoint.Stall(p.cfg.Failpoints, r.ctx, j.req.Data()) // stall-before-write
+	ctx = failpoint.Stall(p.cfg.Failpoints, ctx, j.req.Data()) // stall-before-write
 	p.running.Add(1)
 	out, err := p.call(ctx, j.name, j.op, j.req.Data())
 	p.running.Add(-1)
@@ -185,8 +190,11 @@ func (p *Primary) serve(r *run, j job) {
 	p.send(answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
 }
 
-// observe tells Config.OnCall about an answered call.
+// observe tells Config.OnCall and the call's span about an answered call.
 func (p *Primary) observe(j job, code protocol.Code) {
+	if j.span != nil {
+		j.span.End(code)
+	}
 	if p.cfg.OnCall != nil {
 		p.cfg.OnCall(p.svc.Name, j.name, code, time.Since(j.received))
 	}

@@ -53,6 +53,8 @@ type Config struct {
 	// Failpoints, optional, hosts skip-lease-check and stall-before-write (package
 	// failpoint).
 	Failpoints *failpoint.Set
+	// Tracer, optional, makes a span of every call (trace.go).
+	Tracer CallTracer
 }
 
 // EpochFence is a shared backend's side of the epoch (package internal/epoch):

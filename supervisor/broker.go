@@ -158,7 +158,7 @@ type zapServerLogger struct {
 	fatal chan<- string
 }
 
-func (l zapServerLogger) Noticef(format string, v ...any) { l.s.Infof(format, v...) }
+func (l zapServerLogger) Noticef(format string, v ...any) { l.s.Debugf(format, v...) } // the banner and routine lines
 func (l zapServerLogger) Warnf(format string, v ...any)   { l.s.Warnf(format, v...) }
 func (l zapServerLogger) Errorf(format string, v ...any)  { l.s.Errorf(format, v...) }
 func (l zapServerLogger) Debugf(format string, v ...any)  { l.s.Debugf(format, v...) }

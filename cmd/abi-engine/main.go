@@ -144,6 +144,7 @@ Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
 		c.versionCommand(),
 		c.benchCommand(),
 		c.chaosCommand(),
+		c.doctorCommand(),
 	)
 	return root
 }

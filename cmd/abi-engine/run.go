@@ -46,7 +46,7 @@ func newSignals(first, second func()) suture.Service {
 }
 
 var (
-	logFormats = []string{"json", "console"}
+	logFormats = []string{"json", "console", config.LogFormatAuto}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 )
 
@@ -81,7 +81,7 @@ at start, or cannot serve its HTTP endpoints.`,
 	fl.StringVar(&f.role, "role", "", "serve, client or auto (default: ABI_ENGINE_ROLE, else nats.engine.role)")
 	fl.StringVar(&f.nats, "nats", "", `NATS server URLs, comma-separated; "" starts the embedded server (default: ABI_NATS_URL, else nats.url)`)
 	fl.StringVar(&f.http, "http", "", `host:port of /healthz, /readyz, /status and /metrics; "" turns it off (default: http.listen)`)
-	fl.StringVar(&f.logFormat, "log-format", "", "json or console (default: log.format)")
+	fl.StringVar(&f.logFormat, "log-format", "", "json, console, or auto: console on a terminal, JSON otherwise (default: log.format)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: log.level)")
 	return cmd
 }
@@ -103,7 +103,7 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 		overrides = append(overrides, config.HTTPListenFlag(f.http))
 	}
 	if changed("log-format") && !slices.Contains(logFormats, f.logFormat) {
-		return usageError(&flagError{fmt.Errorf("--log-format %q: must be json or console", f.logFormat)})
+		return usageError(&flagError{fmt.Errorf("--log-format %q: must be json, console or auto", f.logFormat)})
 	}
 	if changed("log-level") && !slices.Contains(logLevels, f.logLevel) {
 		return usageError(&flagError{fmt.Errorf("--log-level %q: must be debug, info, warn or error", f.logLevel)})

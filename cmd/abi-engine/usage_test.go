@@ -30,7 +30,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"version with an argument", []string{"version", "x"}, []string{`unknown command "x"`}},
 		{"config without a command", []string{"config"}, []string{"needs a command: check"}},
 		{"config with an unknown command", []string{"config", "lint"}, []string{`unknown command "lint"`}},
-		{"run with a bad log format", []string{"run", "--log-format", "xml"}, []string{`--log-format "xml": must be json or console`}},
+		{"run with a bad log format", []string{"run", "--log-format", "xml"}, []string{`--log-format "xml": must be json, console or auto`}},
 		{"run with a bad log level", []string{"run", "--log-level", "loud"}, []string{`--log-level "loud"`}},
 		{"run with a bad role", []string{"run", "--role", "boss"}, []string{"nats.engine.role", `"boss"`, "flag --role"}},
 		{"run with a bad http address", []string{"run", "--http", "8080"}, []string{"http.listen", "flag --http"}},

@@ -186,14 +186,9 @@ func (b *Bucket) Stream() string { return b.stream }
 // runs Prepare. Two engines creating it at once is harmless: both ask for the same
 // configuration, and each checks what it got.
 func Open(ctx context.Context, js jetstream.JetStream, spec Spec) (*Bucket, error) {
-	b := &Bucket{js: js, spec: spec}
-	switch {
-	case spec.KeyValue != nil && spec.Object == nil:
-		b.name, b.stream = spec.KeyValue.Bucket, "KV_"+spec.KeyValue.Bucket
-	case spec.Object != nil && spec.KeyValue == nil:
-		b.name, b.stream = spec.Object.Bucket, "OBJ_"+spec.Object.Bucket
-	default:
-		return nil, errors.New("jsbucket: a spec needs exactly one of KeyValue and Object")
+	b, err := newBucket(js, spec)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := b.config(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -207,6 +202,20 @@ func Open(ctx context.Context, js jetstream.JetStream, spec Spec) (*Bucket, erro
 	}
 	if err := b.prepare(ctx); err != nil {
 		return nil, b.errorf("open", err)
+	}
+	return b, nil
+}
+
+// newBucket names spec's bucket and its stream.
+func newBucket(js jetstream.JetStream, spec Spec) (*Bucket, error) {
+	b := &Bucket{js: js, spec: spec}
+	switch {
+	case spec.KeyValue != nil && spec.Object == nil:
+		b.name, b.stream = spec.KeyValue.Bucket, "KV_"+spec.KeyValue.Bucket
+	case spec.Object != nil && spec.KeyValue == nil:
+		b.name, b.stream = spec.Object.Bucket, "OBJ_"+spec.Object.Bucket
+	default:
+		return nil, errors.New("jsbucket: a spec needs exactly one of KeyValue and Object")
 	}
 	return b, nil
 }
@@ -353,4 +362,24 @@ func (b *Bucket) settingNames() string {
 		names[i] = s.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// Inspect checks an existing bucket against spec's requirements without creating or
+// changing anything (abi-engine doctor reads an account it must leave as it found
+// it): found is false when the bucket does not exist; a *ShapeError names every
+// setting it has wrong. cfg is the stream configuration it has, for checks of their
+// own.
+func Inspect(ctx context.Context, js jetstream.JetStream, spec Spec) (cfg jetstream.StreamConfig, found bool, err error) {
+	b, err := newBucket(js, spec)
+	if err != nil {
+		return cfg, false, err
+	}
+	cfg, err = b.config(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return cfg, false, nil
+	}
+	if err != nil {
+		return cfg, false, b.errorf("inspect", err)
+	}
+	return cfg, true, b.check(cfg)
 }

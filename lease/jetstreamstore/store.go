@@ -60,6 +60,12 @@ var _ lease.Store = (*Store)(nil)
 // restart, with a node) or keeps revisions a holder never wrote, and a second engine
 // would then take a lease the first still holds.
 func spec(cfg Config) jsbucket.Spec {
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBucket
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
 	return jsbucket.Spec{
 		What: "lease bucket",
 		KeyValue: &jetstream.KeyValueConfig{
@@ -78,6 +84,10 @@ func spec(cfg Config) jsbucket.Spec {
 		},
 	}
 }
+
+// BucketSpec is the lease bucket Open creates and the settings it requires of an
+// existing one; abi-engine doctor inspects a bucket against it (jsbucket.Inspect).
+func BucketSpec(cfg Config) jsbucket.Spec { return spec(cfg) }
 
 // Open binds the lease bucket, creating it when it is missing, and refuses a bucket
 // whose settings could lose the lease by themselves (a *jsbucket.ShapeError naming each

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/redact"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+// verdict is how a doctor check came out.
+type verdict int
+
+const (
+	verdictOK verdict = iota
+	verdictWarn
+	verdictFail
+)
+
+func (v verdict) String() string {
+	switch v {
+	case verdictOK:
+		return "OK"
+	case verdictWarn:
+		return "WARN"
+	default:
+		return "FAIL"
+	}
+}
+
+// finding is the outcome of one check: what was found and, unless it is OK, what to do.
+type finding struct {
+	Check   string
+	Verdict verdict
+	Reason  string
+	Fix     string
+}
+
+type doctorFlags struct {
+	config, nats, monitor string
+	grace                 time.Duration
+}
+
+func (c *cli) doctorCommand() *cobra.Command {
+	var f doctorFlags
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check, before a deploy, that the broker setup keeps the lease safe",
+		Long: `doctor connects to the broker the configuration names and checks what breaks lease
+systems on NATS, each as OK, WARN or FAIL with the reason and the fix: JetStream is
+enabled and reachable; the server version (2.11 or newer for the epoch headers); the
+lease bucket ABI_ENGINE (history 1, file storage, no TTL, replicas against the cluster
+size); the jetstream adapters' data buckets; the server's ping_interval against the
+lease (a half-open holder keeps its subscriptions until the broker's ping drops it);
+lazy fsync (sync_interval); the connection's round trip against lease/4; and, with
+--termination-grace, drain_seconds against the pod's terminationGracePeriodSeconds.
+
+The server's ping_interval and sync_interval are in its varz, which belongs to the
+system account: --monitor names where to read it, the server's HTTP monitoring address
+(http://nats:8222) or a system-account user (nats://sys:PASSWORD@nats:4222). Without it,
+or when it cannot be read, those checks are a WARN saying so.
+
+doctor reads and never creates or changes anything. Exit 0 when nothing fails, 1 when
+a check fails, 2 for a configuration error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.runDoctor(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "configuration file (default: abi-engine.yaml in the working directory, if any)")
+	fl.StringVar(&f.nats, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url, else the embedded broker's address)")
+	fl.StringVar(&f.monitor, "monitor", "", "where to read the server's varz: its HTTP monitoring address (http://nats:8222) or a system-account user's URL (nats://sys:PASSWORD@nats:4222)")
+	fl.DurationVar(&f.grace, "termination-grace", 0, "the pod's terminationGracePeriodSeconds, e.g. 120s, to check drain_seconds against")
+	return cmd
+}
+
+func (c *cli) runDoctor(cmd *cobra.Command, f doctorFlags) error {
+	var overrides []config.Override
+	if cmd.Flags().Changed("nats") {
+		overrides = append(overrides, config.NATSURLFlag(f.nats))
+	}
+	cfg, err := config.Load(f.config, c.env, overrides...)
+	if err != nil {
+		return usageError(err)
+	}
+	if cmd.Flags().Changed("termination-grace") && f.grace <= 0 {
+		return usageError(&flagError{fmt.Errorf("--termination-grace %s: must be positive", f.grace)})
+	}
+	url := cfg.NATS.URL
+	if url == "" {
+		if url, err = embeddedURL(cfg.NATS.Embedded.Listen); err != nil {
+			return usageError(err)
+		}
+	}
+	b := brokerSettings{URL: url, Credentials: cfg.NATS.Credentials, Timeout: cfg.NATS.ClientTimeout()}
+	d := &doctor{cfg: cfg, monitor: f.monitor, grace: f.grace, timeout: b.Timeout}
+	fmt.Fprintf(c.stdout, "abi-engine doctor: %s (lease %s, drain %s)\n",
+		redact.String(url), cfg.NATS.Engine.Lease(), cfg.NATS.Engine.Drain())
+
+	nc, err := connect(b, "abi-engine doctor")
+	if err != nil {
+		d.add(finding{Check: "broker", Verdict: verdictFail, Reason: err.Error(),
+			Fix: "start the broker, or name it with --nats or nats.url"})
+	} else {
+		defer nc.Close()
+		d.nc = nc
+		d.run(cmd.Context())
+	}
+	if d.report(c.stdout) {
+		return &exitError{code: exitRuntime}
+	}
+	return nil
+}
+
+// doctor runs the checks against one broker.
+type doctor struct {
+	cfg     *config.Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	monitor string
+	grace   time.Duration
+	timeout time.Duration
+
+	found []finding
+	// nodes is the cluster's size as the checks of the buckets judge replicas by.
+	nodes int
+	// server is the server's varz, when it could be read; serverErr says why not.
+	server    *serverSettings
+	serverErr error
+}
+
+func (d *doctor) add(f finding) { d.found = append(d.found, f) }
+
+// run runs every check; a broker without JetStream ends them after the first.
+func (d *doctor) run(ctx context.Context) {
+	if !d.checkJetStream(ctx) {
+		return
+	}
+	d.checkVersion()
+	d.nodes = d.clusterSize(ctx)
+	d.checkLeaseBucket(ctx)
+	d.checkDataBuckets(ctx)
+	d.server, d.serverErr = d.readServer(ctx)
+	d.checkPingInterval()
+	d.checkSync()
+	d.checkRTT()
+	d.checkDrain()
+}
+
+// report prints every finding and a summary, and reports whether any failed.
+func (d *doctor) report(w io.Writer) (failed bool) {
+	var count [3]int
+	for _, f := range d.found {
+		count[f.Verdict]++
+		fmt.Fprintf(w, "%-5s %-21s %s\n", f.Verdict, f.Check, redact.String(f.Reason))
+		if f.Verdict != verdictOK && f.Fix != "" {
+			fmt.Fprintf(w, "      %-21s fix: %s\n", "", f.Fix)
+		}
+	}
+	fmt.Fprintf(w, "%d OK, %d WARN, %d FAIL\n", count[verdictOK], count[verdictWarn], count[verdictFail])
+	return count[verdictFail] > 0
+}
+
+func (d *doctor) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, d.timeout)
+}
