@@ -13,9 +13,10 @@ const FileName = "abi-engine.yaml"
 // The environment variables Load reads. Each wins over the file when it is set to a
 // non-empty value.
 const (
-	EnvRole      = "ABI_ENGINE_ROLE" // nats.engine.role
-	EnvRolloutID = "ABI_ROLLOUT_ID"  // nats.engine.rollout_id
-	EnvNATSURL   = "ABI_NATS_URL"    // nats.url
+	EnvRole      = "ABI_ENGINE_ROLE"    // nats.engine.role
+	EnvRolloutID = "ABI_ROLLOUT_ID"     // nats.engine.rollout_id
+	EnvNATSURL   = "ABI_NATS_URL"       // nats.url
+	EnvStandby   = "ABI_ENGINE_STANDBY" // nats.engine.standby
 )
 
 // Role is what an engine does on its account (nats.engine.role).
