@@ -143,3 +143,32 @@ func TestHotStandbyTakesOverOneLeaseAfterAKill(t *testing.T) {
 	}
 	t.Logf("hot standby served %s after the kill", took)
 }
+
+// TestStepDownStayKeepsTheProcessAsAStandby: with --stay the old engine hands over and
+// its process, which never exits, comes back (a new instance id: it started again) as a
+// standby of the successor, ready.
+func TestStepDownStayKeepsTheProcessAsAStandby(t *testing.T) {
+	srv := natstest.Start(t)
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: freePort(t)})
+	a.waitState("serving", 20*time.Second)
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	b.waitState("standby", 20*time.Second)
+	idA := a.instanceID()
+
+	sd := cli(t, "step-down --stay", srv.URL(), "step-down", "--stay")
+	if code := sd.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("step-down --stay exited %d:\n%s", code, sd.out.String())
+	}
+	b.waitState("serving", 10*time.Second)
+	a.waitLog("stay_as_standby", 20*time.Second)
+	a.waitState("standby", 30*time.Second)
+	if id := a.instanceID(); id == idA {
+		t.Fatalf("the process came back with the same instance id %s: it did not start again", id)
+	}
+	select {
+	case <-a.exited:
+		t.Fatalf("A exited: %v", a.waitErr)
+	default:
+	}
+	a.waitHTTP("/readyz", 200, 5*time.Second)
+}
