@@ -62,6 +62,7 @@ func TestEvictForceOnAStoppedHolder(t *testing.T) {
 	a.waitState("serving", 20*time.Second)
 	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease.Seconds(), HTTPPort: freePort(t)})
 	b.waitState("standby", 20*time.Second)
+	idB := b.instanceID()
 
 	once, err := client.NewTransport(natstest.Connect(t, srv.URL()), client.WithRetryPolicy(client.RetryPolicy{}))
 	if err != nil {
@@ -89,15 +90,25 @@ func TestEvictForceOnAStoppedHolder(t *testing.T) {
 	if took := time.Since(evicted); took >= lease {
 		t.Fatalf("B served %s after the eviction: it waited a lease of silence", took)
 	}
+	// B writes the key too. A's queue subscription is still at the broker while it is
+	// stopped, so a call may be routed to it and wait there: write until B answers one.
 	tr, err := client.NewTransport(natstest.Connect(t, srv.URL()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(context.Background(), lease/4)
+		inst, err := call(actx, tr, "set", protocol.KVSetRequest{Key: "zombie", Value: []byte("from B")}, nil)
+		cancel()
+		if err == nil && inst == idB {
+			break
+		}
+		if attempt == 40 {
+			t.Fatalf("B answered no write of the key in %d attempts (last: %q, %v)", attempt, inst, err)
+		}
+	}
 	kv := client.NewKeyValue(tr)
 	ctx := ctxFor(t, 20*time.Second)
-	if err := kv.Set(ctx, "zombie", []byte("from B"), 0); err != nil {
-		t.Fatalf("B's write: %v", err)
-	}
 
 	// The stall is over while A is stopped: its write goes out the moment it runs.
 	time.Sleep(time.Until(stalledAt.Add(stall)))
