@@ -75,12 +75,16 @@ func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownR
 		return runtimeError(fmt.Errorf("watch the engine lease: %w", err))
 	}
 	defer w.Stop() //nolint:errcheck // ends with the command
-	successor, err := control.RequestStepDown(ctx, nc, holder.InstanceID, req)
+	// A wedged holder never answers: the request is bounded like any call
+	// (nats.client_timeout_seconds), the wait for the successor by --timeout.
+	reqCtx, cancelReq := context.WithTimeout(ctx, b.Timeout+control.RollCallWindow)
+	successor, err := control.RequestStepDown(reqCtx, nc, holder.InstanceID, req)
+	cancelReq()
 	switch {
 	case errors.Is(err, control.ErrNoStandby):
 		return &exitError{code: exitServing, err: fmt.Errorf("%s keeps serving: %w", holder, err)}
 	case err != nil:
-		return runtimeError(err)
+		return runtimeError(fmt.Errorf("%w; for a holder that is wedged or gone: abi-engine evict --force", err))
 	}
 	want := control.TargetFor(successor, req.To)
 	fmt.Fprintf(c.stdout, "%s is handing over to %s\n", holder.InstanceID, want)
