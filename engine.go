@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/actors"
@@ -169,6 +170,9 @@ type Engine struct {
 	kv         keyvalue.Store
 	objects    objectstorage.Store
 	stopPanics func() // ends the watch of the actors' panics
+
+	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
+	steppedDown, stepDownStay atomic.Bool
 
 	// the watch of the root's end (startWatch), which the engine stops and waits for
 	watchers      sync.WaitGroup

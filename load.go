@@ -83,6 +83,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 			StandbyTimeout: e.cfg.NATS.Engine.StandbyTimeout(),
 			Drain:          e.cfg.NATS.Engine.Drain(),
 			Failpoints:     fp,
+			Hot:            e.cfg.NATS.Engine.HotStandby(),
 		},
 		Logger:     e.log,
 		OnEvent:    e.metrics.leaseEvent,
@@ -145,6 +146,9 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.root = root
 	e.mu.Unlock()
 	e.startWatch(root)
+	if err := e.serveControl(nc); err != nil {
+		return err
+	}
 	if state == lease.StateServing {
 		if err := root.WaitServing(ctx); err != nil {
 			return err

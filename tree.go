@@ -30,10 +30,11 @@ const (
 )
 
 // stopOrder is the order teardown stops the services in. suture stops a tree's
-// children all at once, with no order; teardown removes them one by one: the actors
-// first (the members answer what they received while the connections are open), then
-// the backends they used, the connections, and the broker under everything last.
-var stopOrder = []string{svcActors, svcBackends, svcService, svcClient, svcLease, svcBroker}
+// children all at once, with no order; teardown removes them one by one: the control
+// subjects first (no step-down begins behind the teardown), the actors (the members
+// answer what they received while the connections are open), then the backends they
+// used, the connections, and the broker under everything last.
+var stopOrder = []string{svcControl, svcActors, svcBackends, svcService, svcClient, svcLease, svcBroker}
 
 // Bounds of the teardown. Each service bounds its own stop; removeBound, past them,
 // only keeps a service that hangs from holding the engine for ever.

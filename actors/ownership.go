@@ -65,6 +65,11 @@ type Status struct {
 	Holder      lease.Holder // us while holding; the engine we watch while claiming or standing by
 	LastRenewed time.Time    // when the last successful renewal was sent
 	Err         error        // why the claim ended, if it did
+	// Since is when the ownership entered State (a standby's wait, for step-down's
+	// choice of the longest-waiting one).
+	Since time.Time
+	// HandingTo is whom a release would hand the lease to (step-down); zero: nobody.
+	HandingTo lease.Target
 }
 
 // core is the ownership's durable state: the spawner owns it and every actor of the
@@ -256,6 +261,9 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.apply(c, k.machine.Done(k.clock.Now(), m.res))
 	case Release:
 		a.apply(c, k.machine.Release(k.clock.Now()))
+	case HandTo:
+		k.machine.HandTo(m.Target)
+		a.publish()
 	case MarkDrained:
 		if from := c.Sender(); from != nil {
 			k.drainWaiters = append(k.drainWaiters, from)
@@ -404,14 +412,22 @@ func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
 // publish publishes the status the machine is in.
 func (a *ownershipActor) publish() {
 	m := a.core.machine
-	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: a.core.clock.Real(m.LastRenewed()), Err: m.Err()}
+	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: a.core.clock.Real(m.LastRenewed()), Err: m.Err(),
+		HandingTo: m.HandingTo()}
 	switch {
 	case m.Revision() != 0:
 		s.Holder = m.Config().Me
 	case !m.Seen().Free():
 		s.Holder = m.Seen().Holder
 	}
-	a.core.status.Update(func(old Status) (Status, bool) { return s, s != old })
+	now := time.Now()
+	a.core.status.Update(func(old Status) (Status, bool) {
+		s.Since = old.Since
+		if s.State != old.State || old.Since.IsZero() {
+			s.Since = now
+		}
+		return s, s != old
+	})
 }
 
 // roleMessage is the broadcast for a role change.
@@ -487,6 +503,11 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		log.Error("another engine already serves this NATS account", fields...)
 	case lease.EventStandbyTimedOut:
 		log.Error(fmt.Sprintf("no handover within %s", lc.StandbyTimeout), fields...)
+	case lease.EventHandedOff:
+		t, _ := ev.Holder.Handoff()
+		log.Info("engine lease handed over: released to "+t.String(), fields...)
+	case lease.EventHandedOver:
+		log.Info("the engine lease was released to this engine: taking it at once", fields...)
 	case lease.EventIllegalTransition:
 		log.Error("the lease state machine made a move its table does not allow (a bug)", fields...)
 	}

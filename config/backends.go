@@ -84,7 +84,7 @@ func (c *Config) CheckSharedBackends() error {
 
 func (c *Config) localBackendsError() *LocalBackendsError {
 	e := c.NATS.Engine
-	if e.Role != RoleServe || e.RolloutID == "" {
+	if e.Role != RoleServe || e.RolloutID == "" && !e.HotStandby() {
 		return nil
 	}
 	local := c.LocalBackends()
@@ -102,6 +102,9 @@ type LocalBackendsError struct {
 }
 
 func (e *LocalBackendsError) Error() string {
+	if e.RolloutID == "" {
+		return "a hot standby (nats.engine.standby: hot) " + e.reason()
+	}
 	return "rollout " + e.RolloutID + " " + e.reason()
 }
 
@@ -118,6 +121,6 @@ func (e *LocalBackendsError) reason() string {
 		b.WriteString(l.Where)
 	}
 	b.WriteString(". Zero-downtime deploys need shared backends: set nats.url to a shared NATS server and use the jetstream or postgres adapters; or deploy without a rollout id (unset " +
-		EnvRolloutID + " and nats.engine.rollout_id) and stop the serving engine first")
+		EnvRolloutID + " and nats.engine.rollout_id) and without nats.engine.standby: hot, and stop the serving engine first")
 	return b.String()
 }

@@ -163,3 +163,18 @@ func oneIssueOf(t *testing.T, err error) []Issue {
 	}
 	return cerr.Issues
 }
+
+// TestHotStandbyNeedsSharedBackends: a hot standby takes over another engine's data,
+// so like a rollout it is refused with a local backend, naming the key.
+func TestHotStandbyNeedsSharedBackends(t *testing.T) {
+	c, err := Parse([]byte("nats: {url: nats://127.0.0.1:4222, engine: {standby: hot}}\nservices:\n  keyvalue: {adapter: bbolt}\n"), nil)
+	if err == nil {
+		t.Fatalf("a hot standby with bbolt passed: %+v", c)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "nats.engine.standby") || !strings.Contains(msg, "keyvalue") {
+		t.Fatalf("error %q does not name nats.engine.standby and the service", msg)
+	}
+	if _, err := Parse([]byte("nats: {url: nats://127.0.0.1:4222, engine: {standby: hot}}\n"), nil); err != nil {
+		t.Fatalf("a hot standby on shared backends: %v", err)
+	}
+}

@@ -13,9 +13,10 @@ const FileName = "abi-engine.yaml"
 // The environment variables Load reads. Each wins over the file when it is set to a
 // non-empty value.
 const (
-	EnvRole      = "ABI_ENGINE_ROLE" // nats.engine.role
-	EnvRolloutID = "ABI_ROLLOUT_ID"  // nats.engine.rollout_id
-	EnvNATSURL   = "ABI_NATS_URL"    // nats.url
+	EnvRole      = "ABI_ENGINE_ROLE"    // nats.engine.role
+	EnvRolloutID = "ABI_ROLLOUT_ID"     // nats.engine.rollout_id
+	EnvNATSURL   = "ABI_NATS_URL"       // nats.url
+	EnvStandby   = "ABI_ENGINE_STANDBY" // nats.engine.standby
 )
 
 // Role is what an engine does on its account (nats.engine.role).
@@ -120,7 +121,24 @@ type Engine struct {
 	StandbyTimeoutSeconds float64 `yaml:"standby_timeout_seconds"`
 	DrainSeconds          float64 `yaml:"drain_seconds"`
 	LeaseReplicas         int     `yaml:"lease_replicas"`
+	Standby               Standby `yaml:"standby"`
 }
+
+// Standby is nats.engine.standby: what a serving engine does when an engine of its own
+// rollout (or, without one, any engine) holds the lease.
+type Standby string
+
+const (
+	// StandbyOff refuses to start, naming the holder (exit 3): a second replica by
+	// mistake fails.
+	StandbyOff Standby = "off"
+	// StandbyHot waits as a standby does (loaded, ready, serving nothing, no standby
+	// timeout) and takes over a lease after the holder goes silent, with no boot.
+	StandbyHot Standby = "hot"
+)
+
+// HotStandby reports whether this engine waits for a holder of its own rollout.
+func (e Engine) HotStandby() bool { return e.Role == RoleServe && e.Standby == StandbyHot }
 
 // Services holds one block per kernel service.
 type Services struct {
@@ -191,6 +209,7 @@ func Default() *Config {
 				StandbyTimeoutSeconds: 900,
 				DrainSeconds:          60,
 				LeaseReplicas:         1,
+				Standby:               StandbyOff,
 			},
 		},
 		Services: Services{

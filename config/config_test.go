@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 					ConnectTimeoutSeconds: 5,
 					Engine: Engine{
 						Role: RoleServe, RolloutID: "", LeaseSeconds: 20,
-						StandbyTimeoutSeconds: 900, DrainSeconds: 60, LeaseReplicas: 1,
+						StandbyTimeoutSeconds: 900, DrainSeconds: 60, LeaseReplicas: 1, Standby: StandbyOff,
 					},
 				},
 				Services: Services{

@@ -77,6 +77,13 @@
 // nats.engine.drain_seconds (default 60): how long a releasing engine keeps answering the
 // calls and sessions it has received; a finite number, 0 or more (0 closes them at once).
 //
+// nats.engine.standby (default off): off or hot. With off, a serving engine that finds
+// an engine of its own rollout (or, with no rollout id, any engine) holding the lease
+// refuses to start, naming it (exit 3). With hot it waits as a standby does, with no
+// standby timeout: loaded and ready, serving nothing, it takes over a lease period after
+// the holder stops renewing, with no boot. A hot standby needs shared backends, like a
+// rollout.
+//
 // nats.engine.lease_replicas (default 1): replicas of the lease bucket ABI_ENGINE, a whole
 // number from 1 to 5; use 3 on a cluster. An existing lease bucket with other replicas
 // is refused. It is also the default replicas of the jetstream services' buckets.

@@ -105,6 +105,7 @@ func (c *Config) applyEnv(env func(string) string) {
 		{EnvRole, keyRole},
 		{EnvRolloutID, keyRolloutID},
 		{EnvNATSURL, keyNATSURL},
+		{EnvStandby, keyStandby},
 	} {
 		if val := env(v.name); val != "" && c.set(v.key, val) {
 			c.setOrigin(v.key, source{what: "environment variable " + v.name})
@@ -121,6 +122,8 @@ func (c *Config) set(key, value string) bool {
 		c.NATS.Engine.RolloutID = value
 	case keyNATSURL:
 		c.NATS.URL = value
+	case keyStandby:
+		c.NATS.Engine.Standby = Standby(value)
 	case keyHTTPListen:
 		c.HTTP.Listen = value
 	default:

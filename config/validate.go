@@ -106,6 +106,7 @@ const (
 	keyStandbyTimeout  = "nats.engine.standby_timeout_seconds"
 	keyDrainSeconds    = "nats.engine.drain_seconds"
 	keyLeaseReplicas   = "nats.engine.lease_replicas"
+	keyStandby         = "nats.engine.standby"
 	keyKVAdapter       = "services.keyvalue.adapter"
 	keyKVPath          = "services.keyvalue.path"
 	keyKVBucket        = "services.keyvalue.bucket"
@@ -125,6 +126,7 @@ const (
 	rulePositiveSecs   = "must be a finite number of seconds greater than 0"
 	ruleDrainSeconds   = "must be a finite number of seconds, 0 or more (0 closes sessions at once)"
 	ruleLeaseReplicas  = "must be a whole number from 1 to 5"
+	ruleStandby        = "must be off or hot"
 	ruleReplicas       = "must be a whole number from 1 to 5 (leave it out to take nats.engine.lease_replicas)"
 	ruleMaxConcurrent  = "must be a whole number from 1 to 4096"
 	ruleKVAdapter      = "must be memory, bbolt, jetstream or postgres"
@@ -158,7 +160,11 @@ func (c *Config) result(issues []Issue) error {
 	var local *LocalBackendsError
 	if !touchesSharedCheck(issues) {
 		if local = c.localBackendsError(); local != nil {
-			issues = append(issues, c.issue(keyRolloutID, strconv.Quote(c.NATS.Engine.RolloutID), local.reason()))
+			key, val := keyRolloutID, strconv.Quote(c.NATS.Engine.RolloutID)
+			if c.NATS.Engine.RolloutID == "" {
+				key, val = keyStandby, strconv.Quote(string(StandbyHot))
+			}
+			issues = append(issues, c.issue(key, val, local.reason()))
 		}
 	}
 	if len(issues) == 0 {
@@ -233,6 +239,9 @@ func (c *Config) check(issues []Issue) []Issue {
 	}
 	if e.LeaseReplicas < 1 || e.LeaseReplicas > 5 {
 		bad(keyLeaseReplicas, strconv.Itoa(e.LeaseReplicas), ruleLeaseReplicas)
+	}
+	if e.Standby != StandbyOff && e.Standby != StandbyHot {
+		bad(keyStandby, q(string(e.Standby)), ruleStandby)
 	}
 
 	issues = c.checkKeyValue(issues)

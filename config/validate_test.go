@@ -40,6 +40,9 @@ func TestRules(t *testing.T) {
 		{"nats.engine.lease_replicas", "from 1 to 5", []value{
 			{"1", ""}, {"3", ""}, {"5", ""}, {"0", "0"}, {"6", "6"}, {"-1", "-1"},
 		}},
+		{"nats.engine.standby", "off or hot", []value{
+			{"off", ""}, {"hot", ""}, {"warm", `"warm"`}, {"Hot", `"Hot"`}, {`""`, `""`},
+		}},
 		{"nats.max_concurrent_requests", "from 1 to 4096", []value{
 			{"1", ""}, {"64", ""}, {"4096", ""}, {"0", "0"}, {"4097", "4097"},
 		}},

@@ -33,7 +33,7 @@ var (
 	readingIn    = map[claimMode]SubState{modeFresh: claimReading, modeWatching: watchReading, modeStandby: standbyReading}
 	creatingIn   = map[claimMode]SubState{modeFresh: creating, modeWatching: watchCreating, modeStandby: standbyCreating}
 	retryIn      = map[claimMode]SubState{modeFresh: claimRetryWait, modeWatching: watchRetryWait, modeStandby: standbyRetryWait}
-	takingOverIn = map[claimMode]SubState{modeWatching: takingOver, modeStandby: standbyTakingOver}
+	takingOverIn = map[claimMode]SubState{modeFresh: takingOver, modeWatching: takingOver, modeStandby: standbyTakingOver}
 	watchingIn   = map[claimMode]SubState{modeWatching: claimWatching, modeStandby: standingBy}
 )
 
@@ -59,6 +59,11 @@ func (m *Machine) claimDone(out *Output, now time.Time, d done) {
 			return
 		}
 		rec := d.res.Record
+		if t, ok := rec.Holder.Handoff(); ok && t.Names(m.cfg.Me) && !rec.Free() {
+			m.see(now, rec)
+			m.takeHandoff(out, now, rec)
+			return
+		}
 		if mode != modeFresh && !rec.Free() && rec.Revision == m.seen.Revision {
 			// Still the revision we watch: silent since we first saw it. A holder that
 			// published a longer period is judged by it: wait on.
@@ -81,8 +86,11 @@ func (m *Machine) claimDone(out *Output, now time.Time, d done) {
 			if d.op.Kind == OpUpdate {
 				kind = EventTookOver
 			}
+			if m.handoffTake {
+				kind = EventAcquired
+			}
 			out.Events = append(out.Events, Event{Kind: kind, Holder: m.seen.Holder, Revision: d.res.Rev})
-			m.take(out, now, d.sent, d.res.Rev, d.op.Kind == OpUpdate)
+			m.take(out, now, d.sent, d.res.Rev, d.op.Kind == OpUpdate && !m.handoffTake)
 		case d.conflict:
 			m.issue(out, now, readingIn[mode], m.claimOp(OpRead))
 		default:
@@ -115,8 +123,15 @@ func (m *Machine) decide(out *Output, now time.Time, rec Record) {
 // watch one of our rollout (or of none) for one lease period (its own, if longer).
 func (m *Machine) watchNew(out *Output, now time.Time, rec Record) {
 	m.see(now, rec)
+	if t, ok := rec.Holder.Handoff(); ok && t.Names(m.cfg.Me) {
+		m.takeHandoff(out, now, rec)
+		return
+	}
 	if m.cfg.mayStandBy(rec.Holder) {
 		m.standbyUntil = now.Add(m.cfg.StandbyTimeout)
+		if m.cfg.hotFor(rec.Holder) {
+			m.standbyUntil = time.Time{}
+		}
 		out.Events = append(out.Events, Event{Kind: EventStandingBy, Holder: rec.Holder, Revision: rec.Revision})
 		m.to(out, standingBy)
 		return
@@ -124,10 +139,23 @@ func (m *Machine) watchNew(out *Output, now time.Time, rec Record) {
 	m.to(out, claimWatching)
 }
 
+// takeHandoff takes a lease released to us (rec, the released-to form) at once, by a
+// compare-and-swap at its revision: no silence to wait for. The take is not a takeover
+// of a silent holder: the releasing holder marked its epoch draining before it wrote
+// the form, as before a delete, so the epoch is settled as after a clean release.
+func (m *Machine) takeHandoff(out *Output, now time.Time, rec Record) {
+	op := m.claimOp(OpUpdate)
+	op.Revision = rec.Revision
+	out.Events = append(out.Events, Event{Kind: EventHandedOver, Holder: rec.Holder, Revision: rec.Revision})
+	m.issue(out, now, takingOverIn[m.sub.mode()], op)
+	m.handoffTake, m.takeUpdate = true, false
+}
+
 // consider acts on a record while watching a holder (claim wait or standby), from the
 // watch or a read.
 func (m *Machine) consider(out *Output, now time.Time, rec Record) {
 	mode := m.sub.mode()
+	_, handoff := rec.Holder.Handoff()
 	switch {
 	case rec.Free():
 		m.issue(out, now, creatingIn[mode], m.claimOp(OpCreate))
@@ -135,6 +163,19 @@ func (m *Machine) consider(out *Output, now time.Time, rec Record) {
 		// Nothing new; the silence goes on.
 	case rec.Holder == m.cfg.Me:
 		m.decide(out, now, rec)
+	case handoff:
+		// Released to us: take it now. Released to another: the holder is silent from
+		// this revision on, and we take it over only after a lease of that silence.
+		m.see(now, rec)
+		if t, _ := rec.Holder.Handoff(); t.Names(m.cfg.Me) {
+			m.takeHandoff(out, now, rec)
+			return
+		}
+		m.to(out, watchingIn[mode])
+	case mode == modeStandby && rec.Holder.RolloutID == m.cfg.Me.RolloutID && m.cfg.Hot:
+		// A hot standby waits for an engine of its own rollout too.
+		m.see(now, rec)
+		m.to(out, standingBy)
 	case mode == modeStandby && rec.Holder.RolloutID == m.cfg.Me.RolloutID:
 		// An engine of our own rollout got there first.
 		m.fail(out, Event{Kind: EventRefused, Holder: rec.Holder, Revision: rec.Revision}, &AlreadyServingError{Holder: rec.Holder})

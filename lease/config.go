@@ -18,6 +18,10 @@ type Config struct {
 	Drain time.Duration
 	// Failpoints hosts skip-fencing (package failpoint); nil: none.
 	Failpoints *failpoint.Set
+	// Hot is nats.engine.standby: hot: a holder of our own rollout (or, both without
+	// one, any holder) is waited for as a standby waits, instead of refusing to start,
+	// and taken over after a lease of silence; such a wait has no standby timeout.
+	Hot bool
 }
 
 // Validate reports a configuration the machine cannot run with.
@@ -44,7 +48,11 @@ func (c Config) RenewEvery() time.Duration { return c.Lease / 4 }
 // FenceAfter is how long a holder may go without a successful renewal: lease/2.
 func (c Config) FenceAfter() time.Duration { return c.Lease / 2 }
 
-// mayStandBy: a rollout id of our own that differs from the holder's.
+// mayStandBy: a rollout id of our own that differs from the holder's, or a hot standby.
 func (c Config) mayStandBy(h Holder) bool {
-	return c.Me.RolloutID != "" && c.Me.RolloutID != h.RolloutID
+	return c.Hot || c.Me.RolloutID != "" && c.Me.RolloutID != h.RolloutID
 }
+
+// hotFor reports whether standing by for h is a hot standby's wait for its own
+// rollout: one with no timeout.
+func (c Config) hotFor(h Holder) bool { return c.Hot && h.RolloutID == c.Me.RolloutID }

@@ -28,6 +28,8 @@ const (
 	EventEpochFailed                            // settling or bumping the epoch failed (Err); retried
 	EventEpochMarked                            // a release marked our epoch draining or drained (EpochState)
 	EventEpochMarkSkipped                       // the epoch record moved on, or the mark failed (Err): not marked
+	EventHandedOff                              // released by the released-to form (Holder: the form written; Revision: its revision)
+	EventHandedOver                             // a lease released to us (Holder: the form) is taken at once
 )
 
 var eventNames = map[EventKind]string{
@@ -38,7 +40,7 @@ var eventNames = map[EventKind]string{
 	EventReleaseFailed: "release_failed", EventStoreError: "store_error", EventEvicted: "evicted",
 	EventIllegalTransition: "illegal_transition", EventEpochBumped: "epoch_bumped",
 	EventEpochDeferred: "epoch_deferred", EventEpochFailed: "epoch_failed", EventEpochMarked: "epoch_marked",
-	EventEpochMarkSkipped: "epoch_mark_skipped",
+	EventEpochMarkSkipped: "epoch_mark_skipped", EventHandedOff: "handed_off", EventHandedOver: "handed_over",
 }
 
 func (k EventKind) String() string {

@@ -72,6 +72,8 @@ const maxReleaseAttempts = 3
 //	                          Done read: ours                                 → publishing-period
 //	                          Done read: another rollout holds it             → standby
 //	                          Done read: our rollout holds it, or we have none → claim-watching
+//	                          Done read: our rollout holds it, hot (stand by) → standby
+//	                          Done read: released to us (take it at once)     → taking-over
 //	                          Done read: unknown                              → claim-retry-wait
 //	                          Release                                         → releasing-claim
 //
@@ -87,6 +89,8 @@ const maxReleaseAttempts = 3
 //	                          Observe the holder watched renewed              → refused
 //	                          Observe another holder, another rollout         → standby
 //	                          Observe another holder, of our rollout or we have none → claim-watching
+//	                          Observe released to us (take it at once)        → taking-over
+//	                          Observe released to another (silent from here)  → claim-watching
 //	                          Deadline takeover due                           → watch-reading
 //	                          Release                                         → released
 //
@@ -97,6 +101,8 @@ const maxReleaseAttempts = 3
 //	                          Done read: the holder watched renewed           → refused
 //	                          Done read: another holder, another rollout      → standby
 //	                          Done read: another holder, of our rollout or we have none → claim-watching
+//	                          Done read: released to us (take it at once)     → taking-over
+//	                          Done read: released to another (silent from here) → claim-watching
 //	                          Done read: unknown                              → watch-retry-wait
 //	                          Release                                         → releasing-claim
 //
@@ -106,6 +112,8 @@ const maxReleaseAttempts = 3
 //	                          Observe the holder watched renewed              → refused
 //	                          Observe another holder, another rollout         → standby
 //	                          Observe another holder, of our rollout or we have none → claim-watching
+//	                          Observe released to us (take it at once)        → taking-over
+//	                          Observe released to another (silent from here)  → claim-watching
 //	                          Release                                         → released
 //
 //	watch-creating            Done create: ok                                 → publishing-period
@@ -120,6 +128,9 @@ const maxReleaseAttempts = 3
 //	                          Observe ours                                    → standby-publishing-period
 //	                          Observe an engine of our rollout                → refused
 //	                          Observe another revision or holder              → standby
+//	                          Observe an engine of our rollout, hot (wait on) → standby
+//	                          Observe released to us (take it at once)        → standby-taking-over
+//	                          Observe released to another (silent from here)  → standby
 //	                          Deadline takeover due                           → standby-reading
 //	                          Deadline standby timeout                        → refused
 //	                          Release                                         → released
@@ -130,6 +141,9 @@ const maxReleaseAttempts = 3
 //	                          Done read: ours                                 → standby-publishing-period
 //	                          Done read: an engine of our rollout             → refused
 //	                          Done read: another revision or holder           → standby
+//	                          Done read: an engine of our rollout, hot (wait on) → standby
+//	                          Done read: released to us (take it at once)     → standby-taking-over
+//	                          Done read: released to another (silent from here) → standby
 //	                          Done read: unknown                              → standby-retry-wait
 //	                          Release                                         → releasing-claim
 //
@@ -139,6 +153,9 @@ const maxReleaseAttempts = 3
 //	                          Observe ours                                    → standby-publishing-period
 //	                          Observe an engine of our rollout                → refused
 //	                          Observe another revision or holder              → standby
+//	                          Observe an engine of our rollout, hot (wait on) → standby
+//	                          Observe released to us (take it at once)        → standby-taking-over
+//	                          Observe released to another (silent from here)  → standby
 //	                          Release                                         → released
 //
 //	standby-creating          Done create: ok                                 → standby-publishing-period
@@ -295,6 +312,8 @@ const maxReleaseAttempts = 3
 //	                          Done publish: any outcome (delete)              → releasing
 //	                          Done delete: ok or unknown                      → released
 //	                          Done delete: conflict (read)                    → releasing
+//	                          Done hand-off write: ok or unknown              → released
+//	                          Done hand-off write: conflict (read)            → releasing
 //	                          Done release read: ours, < 3 deletes (delete)   → releasing
 //	                          Done release read: other, or unknown            → released
 //	                          Done epoch settle: any outcome (mark draining, or delete) → releasing
@@ -378,6 +397,7 @@ type Machine struct {
 	standbyUntil time.Time     // the standby timeout
 	retryAt      time.Time     // the retry of a read that failed
 	takeSent     time.Time     // when the last create or takeover write was sent
+	handoffTake  bool          // that write takes a lease released to us (handoff.go)
 
 	// the lease ours
 	rev       uint64
@@ -388,6 +408,9 @@ type Machine struct {
 	// the store, as rev is, not a place in the table.
 	unpublished     bool
 	releaseAttempts int
+	// handTo is whom a release from serving hands the lease to (the released-to form of
+	// handoff.go, instead of a delete); zero: nobody, delete it. Set by HandTo.
+	handTo Target
 
 	// the epoch (settle.go), facts about the epoch record as rev is about the lease
 	epoch       uint64      // the epoch we serve under; 0: none settled yet
@@ -421,6 +444,15 @@ func NewMachine(cfg Config) (*Machine, error) {
 
 // Config is the machine's configuration.
 func (m *Machine) Config() Config { return m.cfg }
+
+// HandTo makes the next release from serving a directed handover to t: the release
+// compare-and-swaps the lease to its released-to form (handoff.go) where it would
+// delete it. A zero t undoes it. It moves nothing by itself; a release from fenced
+// still deletes (a holder not surely serving names no successor).
+func (m *Machine) HandTo(t Target) { m.handTo = t }
+
+// HandingTo is the target a release would hand the lease to.
+func (m *Machine) HandingTo() Target { return m.handTo }
 
 // State is the current public state.
 func (m *Machine) State() State { return m.sub.State() }

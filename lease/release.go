@@ -30,8 +30,14 @@ func (m *Machine) release(out *Output, now time.Time) {
 }
 
 // deleteOp deletes the lease at our revision and waits for it in next.
+// A release from serving with a target (HandTo) writes the released-to form at our
+// revision instead: the same compare-and-swap, with the same outcomes.
 func (m *Machine) deleteOp(out *Output, now time.Time, next SubState) {
 	m.releaseAttempts++
+	if next == releasing && !m.handTo.Zero() {
+		m.issue(out, now, next, Op{Kind: OpUpdate, Purpose: PurposeRelease, Revision: m.rev, Holder: m.cfg.Me.ReleasedTo(m.handTo)})
+		return
+	}
 	m.issue(out, now, next, Op{Kind: OpDelete, Purpose: PurposeRelease, Revision: m.rev})
 }
 
@@ -61,8 +67,11 @@ func (m *Machine) releaseDone(out *Output, now time.Time, d done) {
 		}
 		m.releaseDelete(out, now, stay)
 
-	case d.op.Kind == OpDelete:
+	case d.op.Kind == OpDelete || d.op.Kind == OpUpdate && d.op.Purpose == PurposeRelease:
 		switch {
+		case d.res.Err == nil && d.op.Kind == OpUpdate:
+			out.Events = append(out.Events, Event{Kind: EventHandedOff, Holder: d.op.Holder, Revision: d.res.Rev})
+			m.to(out, released)
 		case d.res.Err == nil:
 			out.Events = append(out.Events, Event{Kind: EventReleased, Revision: d.op.Revision})
 			m.to(out, released)

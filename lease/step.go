@@ -130,6 +130,7 @@ func (m *Machine) issueAt(out *Output, now, sent time.Time, next SubState, op Op
 		m.nextRenew = now.Add(m.cfg.RenewEvery())
 	case (op.Kind == OpCreate || op.Kind == OpUpdate) && op.Purpose == PurposeClaim:
 		m.takeSent, m.takeUpdate = sent, op.Kind == OpUpdate
+		m.handoffTake = false
 	}
 	out.Op = &op
 	m.to(out, next)
@@ -155,7 +156,7 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 	case claimRetryWait, watchRetryWait, standbyRetryWait:
 		if !now.Before(m.retryAt) {
 			m.issue(out, now, readingIn[m.sub.mode()], m.claimOp(OpRead))
-		} else if m.sub == standbyRetryWait && !now.Before(m.standbyUntil) {
+		} else if m.sub == standbyRetryWait && m.standbyDue(now) {
 			m.standbyTimedOut(out)
 		}
 	case claimWatching, standingBy:
@@ -163,10 +164,16 @@ func (m *Machine) evaluate(out *Output, now time.Time) {
 		case !now.Before(m.takeoverAt()):
 			// Watchers can be blind for a while after a reconnect: re-read before the CAS.
 			m.issue(out, now, readingIn[m.sub.mode()], m.claimOp(OpRead))
-		case m.sub == standingBy && !now.Before(m.standbyUntil):
+		case m.sub == standingBy && m.standbyDue(now):
 			m.standbyTimedOut(out)
 		}
 	}
+}
+
+// standbyDue reports whether the standby timeout has passed; a hot standby waiting for
+// its own rollout has none.
+func (m *Machine) standbyDue(now time.Time) bool {
+	return !m.standbyUntil.IsZero() && !now.Before(m.standbyUntil)
 }
 
 func (m *Machine) standbyTimedOut(out *Output) {

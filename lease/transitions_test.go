@@ -378,6 +378,7 @@ func byRow() map[transition]scenario {
 		}
 	}
 	epochRows(rows)
+	handoffRows(rows)
 	return rows
 }
 

@@ -20,13 +20,24 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	c := newCLI(os.Getenv, os.Stdout, os.Stderr)
+	code := c.execute(context.Background(), os.Args[1:])
+	if code == exitOK && c.stayAsStandby {
+		// abi-engine step-down --stay: this process handed over; it comes back as a
+		// hot standby, with the same pid, arguments and environment.
+		code = reexecAsStandby(os.Stderr)
+	}
+	os.Exit(code)
 }
 
 // run is the whole program but os.Exit: it parses args, runs the command and returns the
 // exit code, reading the environment only through env.
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	c := &cli{
+	return newCLI(env, stdout, stderr).execute(context.Background(), args)
+}
+
+func newCLI(env func(string) string, stdout, stderr io.Writer) *cli {
+	return &cli{
 		env:       env,
 		stdout:    stdout,
 		stderr:    stderr,
@@ -35,7 +46,6 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		signals:   newSignals,
 		routeSlog: true,
 	}
-	return c.execute(context.Background(), args)
 }
 
 // cli holds what every command reads and writes, so tests run commands in-process with
@@ -52,6 +62,9 @@ type cli struct {
 	// routeSlog sends the process's default slog logger (hollywood logs through it) to
 	// the zap logger of `run`. Only the real process sets it: it is process-wide.
 	routeSlog bool
+	// stayAsStandby: `run` ended by a step-down with --stay; main starts the process
+	// again as a hot standby.
+	stayAsStandby bool
 }
 
 // exitError ends a command with an exit code. A nil err means the command already
@@ -139,6 +152,8 @@ Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
 	root.AddCommand(
 		c.runCommand(),
 		c.statusCommand(),
+		c.stepDownCommand(),
+		c.evictCommand(),
 		c.callCommand(),
 		c.configCommand(),
 		c.versionCommand(),

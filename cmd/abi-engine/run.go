@@ -31,6 +31,12 @@ type runnableEngine interface {
 	InstanceID() string
 }
 
+// steppable is an engine that abi-engine step-down can hand over (*engine.Engine).
+type steppable interface {
+	SteppedDown() bool
+	StepDownStay() bool
+}
+
 // engineFactory builds the engine of a configuration that was loaded and validated.
 // The engine's services (broker, connections, actors, backends) join tree, the one
 // supervision tree of the process, which `run` serves.
@@ -236,6 +242,12 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	case <-eng.Done():
 		if err := eng.Err(); err != nil {
 			return endedError(err)
+		}
+		if sd, ok := eng.(steppable); ok && sd.SteppedDown() {
+			// abi-engine step-down ran the handover (stepdown.go): a clean end.
+			c.stayAsStandby = sd.StepDownStay()
+			log.Info("stepped down: handover complete", zap.Bool("stay_as_standby", c.stayAsStandby))
+			return nil
 		}
 		return runtimeError(errors.New("the engine stopped without being asked to"))
 	}

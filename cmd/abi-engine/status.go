@@ -18,27 +18,36 @@ import (
 
 func (c *cli) statusCommand() *cobra.Command {
 	var natsURL string
-	var asJSON bool
+	var asJSON, watch bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show which engine holds the lease of this NATS account",
 		Long: `status reads the engine lease (bucket ABI_ENGINE, key owner) and prints its holder,
 its revision and how long since it last changed, and the epoch beside it (key epoch):
 the fencing token the shared backends check, who holds it and whether it is serving,
-draining or drained. It never creates the bucket.`,
+draining or drained. It never creates the bucket.
+
+With --watch it prints one line per change of the holder (taken, released, handed
+off, evicted) or of the epoch, with the holder, revision, epoch and age, until stopped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := c.brokerFor(cmd, natsURL)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
-			defer cancel()
 			nc, err := connect(b, "abi-engine status")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
+			if watch {
+				if err := watchLease(cmd.Context(), nc, c.stdout); err != nil {
+					return runtimeError(fmt.Errorf("watch the engine lease on %s: %w", redact.String(b.URL), err))
+				}
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
+			defer cancel()
 			st, err := readLease(ctx, nc)
 			if err != nil {
 				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(b.URL), err))
@@ -53,6 +62,7 @@ draining or drained. It never creates the bucket.`,
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&watch, "watch", false, "print one line per change of the holder or the epoch, until stopped")
 	return cmd
 }
 

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/internal/jserr"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) evictCommand() *cobra.Command {
+	var natsURL string
+	var force bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "evict",
+		Short: "Remove a wedged or vanished lease holder",
+		Long: `evict is for a holder that is wedged or gone. Without --force it asks the holder to
+step down (as abi-engine step-down does) and waits for a successor. With --force it
+deletes the lease by compare-and-swap on the revision it read: a standby takes the lease
+at once and moves the epoch on, so the evicted holder's next renewal fails, it fences
+and ends as lost, and the shared backends refuse its writes.
+
+Exit codes: 0 evicted (or handed over); 3 without --force, no standby qualifies; 1
+otherwise (without --force, a holder that does not answer: use --force).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !force {
+				return c.stepDown(cmd, natsURL, control.StepDownRequest{}, timeout)
+			}
+			return c.forceEvict(cmd, natsURL)
+		},
+	}
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	cmd.Flags().BoolVar(&force, "force", false, "delete the lease at the revision read, without asking the holder")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultHandoverTimeout, "without --force: how long to wait for the successor")
+	return cmd
+}
+
+// forceEvict deletes the lease at the revision it read.
+func (c *cli) forceEvict(cmd *cobra.Command, natsURL string) error {
+	b, err := c.brokerFor(cmd, natsURL)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
+	defer cancel()
+	nc, err := connect(b, "abi-engine evict")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	kv, err := leaseKV(ctx, nc)
+	if err != nil {
+		return runtimeError(err)
+	}
+	e, err := kv.Get(ctx, jetstreamstore.Key)
+	if err != nil {
+		return runtimeError(fmt.Errorf("read the engine lease: %w (a free lease needs no eviction)", err))
+	}
+	h := lease.DecodeHolder(e.Value())
+	err = kv.Delete(ctx, jetstreamstore.Key, jetstream.LastRevision(e.Revision()))
+	switch jserr.Classify(err) {
+	case jserr.Committed:
+	case jserr.Conflict, jserr.Undecided:
+		return runtimeError(fmt.Errorf("the lease changed after it was read at revision %d (held by %s): nothing was deleted; run abi-engine status, then evict again if it is still wedged", e.Revision(), h))
+	default:
+		return runtimeError(fmt.Errorf("delete the engine lease at revision %d: %w (it may or may not be deleted: run abi-engine status)", e.Revision(), err))
+	}
+	fmt.Fprintf(c.stdout, "evicted %s: the lease was deleted at revision %d; a standby takes it at once and moves the epoch on, and the evicted engine's writes are refused\n", h, e.Revision())
+	return nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/internal/redact"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+// defaultHandoverTimeout bounds how long step-down and evict wait for a successor.
+const defaultHandoverTimeout = time.Minute
+
+func (c *cli) stepDownCommand() *cobra.Command {
+	var natsURL, to string
+	var timeout time.Duration
+	var stay bool
+	cmd := &cobra.Command{
+		Use:   "step-down",
+		Short: "Ask the serving engine to hand over to a standby",
+		Long: `step-down asks the engine that holds the lease (a request to its instance, on
+abi.engine.v1.control.<instance>.step_down) to hand over, and waits until another
+engine holds the lease. Without --to the standby that has waited longest takes it;
+with --to only a standby of that rollout takes it at once (the others go on waiting).
+The old engine runs the same handover as after SIGTERM (jobs stop, release, drain)
+and exits 0, or with --stay starts again as a hot standby.
+
+Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.stepDown(cmd, natsURL, control.StepDownRequest{To: to, Stay: stay}, timeout)
+		},
+	}
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	cmd.Flags().StringVar(&to, "to", "", "hand over only to a standby of this rollout id")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultHandoverTimeout, "how long to wait for the successor to hold the lease")
+	cmd.Flags().BoolVar(&stay, "stay", false, "the old engine stays, as a hot standby, instead of exiting")
+	return cmd
+}
+
+// stepDown asks the holder to step down with req and waits for a successor.
+func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownRequest, timeout time.Duration) error {
+	if timeout <= 0 {
+		return usageError(&flagError{fmt.Errorf("--timeout %s must be positive", timeout)})
+	}
+	b, err := c.brokerFor(cmd, natsURL)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	nc, err := connect(b, "abi-engine step-down")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	holder, err := servingHolder(ctx, nc, b.URL)
+	if err != nil {
+		return err
+	}
+	kv, err := leaseKV(ctx, nc)
+	if err != nil {
+		return runtimeError(err)
+	}
+	// Watch before asking, so the successor's write cannot be missed.
+	w, err := kv.Watch(ctx, jetstreamstore.Key, jetstream.UpdatesOnly())
+	if err != nil {
+		return runtimeError(fmt.Errorf("watch the engine lease: %w", err))
+	}
+	defer w.Stop() //nolint:errcheck // ends with the command
+	// A wedged holder never answers: the request is bounded like any call
+	// (nats.client_timeout_seconds), the wait for the successor by --timeout.
+	reqCtx, cancelReq := context.WithTimeout(ctx, b.Timeout+control.RollCallWindow)
+	successor, err := control.RequestStepDown(reqCtx, nc, holder.InstanceID, req)
+	cancelReq()
+	switch {
+	case errors.Is(err, control.ErrNoStandby):
+		return &exitError{code: exitServing, err: fmt.Errorf("%s keeps serving: %w", holder, err)}
+	case err != nil:
+		return runtimeError(fmt.Errorf("%w; for a holder that is wedged or gone: abi-engine evict --force", err))
+	}
+	want := control.TargetFor(successor, req.To)
+	fmt.Fprintf(c.stdout, "%s is handing over to %s\n", holder.InstanceID, want)
+	for {
+		select {
+		case <-ctx.Done():
+			return runtimeError(fmt.Errorf("no successor holds the lease within %s (the handover to %s was begun; abi-engine status shows where it is)", timeout, want))
+		case e := <-w.Updates():
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			h := lease.DecodeHolder(e.Value())
+			if _, form := h.Handoff(); form || h.InstanceID == holder.InstanceID {
+				continue // the released-to form, or the old holder still
+			}
+			if !want.Names(h) {
+				return runtimeError(fmt.Errorf("the lease was taken by %s, not by %s (the one named died, or did not answer in time)", h, want))
+			}
+			fmt.Fprintf(c.stdout, "handed over: %s holds the lease (revision %d)\n", h, e.Revision())
+			return nil
+		}
+	}
+}
+
+// servingHolder reads the lease and returns its holder, or an error (exit 1) when no
+// engine holds it.
+func servingHolder(ctx context.Context, nc *nats.Conn, url string) (lease.Holder, error) {
+	st, err := readLease(ctx, nc)
+	if err != nil {
+		return lease.Holder{}, runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(url), err))
+	}
+	h := st.Record.Holder
+	switch {
+	case st.Record.Free():
+		return lease.Holder{}, runtimeError(fmt.Errorf("no engine holds the lease on %s: nothing to hand over", redact.String(url)))
+	case !h.Known():
+		return lease.Holder{}, runtimeError(errors.New("the lease value is not an abi-engine holder record: use abi-engine evict --force"))
+	}
+	if t, ok := h.Handoff(); ok {
+		return lease.Holder{}, runtimeError(fmt.Errorf("%s already released the lease to %s: a handover is under way", h.InstanceID, t))
+	}
+	return h, nil
+}
+
+// leaseKV opens the lease bucket without creating it.
+func leaseKV(ctx context.Context, nc *nats.Conn) (jetstream.KeyValue, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, jetstreamstore.DefaultBucket)
+	if err != nil {
+		return nil, fmt.Errorf("open the lease bucket %s: %w", jetstreamstore.DefaultBucket, err)
+	}
+	return kv, nil
+}

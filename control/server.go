@@ -1,0 +1,187 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/abi-engine/engine/lease"
+	"github.com/nats-io/nats.go"
+)
+
+// RollCallWindow is how long a step-down listens for standbys answering the roll call:
+// each answers at once, so this only has to cover a round trip on a loaded machine.
+const RollCallWindow = 500 * time.Millisecond
+
+// requestBound bounds the work of one step-down request (the roll call, then handing
+// the target to the ownership); the handover itself runs after the reply.
+const requestBound = 10 * time.Second
+
+// Engine is what the control subjects ask of the engine that serves them.
+type Engine interface {
+	// AsStandby is this engine as it answers the roll call; false while it does not
+	// stand by.
+	AsStandby() (Standby, bool)
+	// Serving reports whether this engine serves now.
+	Serving() bool
+	// HandOver directs the next release to t and begins the handover (the same
+	// cascade as SIGTERM), then returns; stay keeps the process as a standby after it.
+	HandOver(ctx context.Context, t lease.Target, stay bool) error
+}
+
+// Server answers the control subjects of one engine instance.
+type Server struct {
+	nc       *nats.Conn
+	instance string
+	eng      Engine
+	subs     []*nats.Subscription
+
+	wg   sync.WaitGroup // the step-down requests being handled
+	mu   sync.Mutex
+	done bool
+	stop context.CancelFunc
+	ctx  context.Context
+}
+
+// Serve subscribes the control subjects of instance on nc.
+func Serve(nc *nats.Conn, instance string, eng Engine) (*Server, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{nc: nc, instance: instance, eng: eng, ctx: ctx, stop: cancel}
+	for subj, h := range map[string]nats.MsgHandler{
+		StandbysSubject:           s.rollCall,
+		StepDownSubject(instance): s.stepDown,
+	} {
+		sub, err := nc.Subscribe(subj, h)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("control: subscribe %s: %w", subj, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	if err := nc.Flush(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("control: subscribe: %w", err)
+	}
+	return s, nil
+}
+
+// Stop unsubscribes and waits for the requests being handled.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
+	s.stop()
+	s.wg.Wait()
+}
+
+func (s *Server) rollCall(m *nats.Msg) {
+	sb, ok := s.eng.AsStandby()
+	if !ok || m.Reply == "" {
+		return
+	}
+	b, _ := json.Marshal(sb)
+	_ = m.Respond(b)
+}
+
+// stepDown handles one request on a goroutine of the Server's: the roll call waits.
+func (s *Server) stepDown(m *nats.Msg) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, requestBound)
+		defer cancel()
+		reply := s.handle(ctx, m.Data)
+		b, _ := json.Marshal(reply)
+		_ = m.Respond(b)
+	}()
+}
+
+func (s *Server) handle(ctx context.Context, data []byte) StepDownReply {
+	var req StepDownRequest
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &req); err != nil {
+			return StepDownReply{Error: &Error{Code: CodeInvalid, Message: "the step-down request is not a JSON object {to?, stay?}: " + err.Error()}}
+		}
+	}
+	if !s.eng.Serving() {
+		return StepDownReply{Error: &Error{Code: CodeNotServing, Message: "engine " + s.instance + " does not serve now (fenced, handing over or standing by): nothing was changed"}}
+	}
+	standbys, err := Standbys(ctx, s.nc, RollCallWindow)
+	if err != nil {
+		return StepDownReply{Error: &Error{Code: "UNAVAILABLE", Message: "the roll call of standbys failed: " + err.Error()}}
+	}
+	chosen, ok := Choose(standbys, req.To, s.instance)
+	if !ok {
+		return StepDownReply{Error: noStandby(req.To, len(standbys))}
+	}
+	if err := s.eng.HandOver(ctx, TargetFor(chosen, req.To), req.Stay); err != nil {
+		return StepDownReply{Error: &Error{Code: "INTERNAL", Message: "could not begin the handover: " + err.Error()}}
+	}
+	return StepDownReply{Successor: &chosen}
+}
+
+// Standbys calls the roll call and gathers the answers that arrive within window.
+func Standbys(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Standby, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // best effort: the inbox is ours alone
+	if err := nc.PublishRequest(StandbysSubject, inbox, nil); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	var out []Standby
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return out, nil
+			}
+			return out, err
+		}
+		var sb Standby
+		if len(m.Data) == 0 || json.Unmarshal(m.Data, &sb) != nil || sb.InstanceID == "" {
+			continue // a no-responders status, or a foreign answer
+		}
+		out = append(out, sb)
+	}
+}
+
+// RequestStepDown asks engine instance to step down and returns its answer: the
+// successor, or a refusal (an *Error matching ErrNoStandby or ErrNotServing).
+func RequestStepDown(ctx context.Context, nc *nats.Conn, instance string, req StepDownRequest) (Standby, error) {
+	body, _ := json.Marshal(req)
+	m, err := nc.RequestWithContext(ctx, StepDownSubject(instance), body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return Standby{}, fmt.Errorf("engine %s answers no step-down request on %s (not running, or an engine without step-down)", instance, StepDownSubject(instance))
+	}
+	if err != nil {
+		return Standby{}, fmt.Errorf("step-down request to %s: %w", instance, err)
+	}
+	var rep StepDownReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return Standby{}, fmt.Errorf("step-down answer from %s is not JSON: %w", instance, err)
+	}
+	if rep.Error != nil {
+		return Standby{}, rep.Error
+	}
+	if rep.Successor == nil {
+		return Standby{}, fmt.Errorf("step-down answer from %s names no successor", instance)
+	}
+	return *rep.Successor, nil
+}

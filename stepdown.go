@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/lease"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// This file is the engine's side of abi-engine step-down and evict (package control):
+// it answers the roll call of standbys while it stands by, and a step-down request
+// while it serves, by directing its release to the chosen standby and running the same
+// handover as SIGTERM.
+
+// svcControl is the control subjects' service in the tree; it stops first, so no
+// step-down request begins behind the teardown.
+const svcControl = "control"
+
+// serveControl subscribes the control subjects on nc, the service connection.
+func (e *Engine) serveControl(nc *nats.Conn) error {
+	s, err := control.Serve(nc, e.me.InstanceID, controlEngine{e})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	e.tree.add(svcControl, onStop{name: svcControl, stop: s.Stop})
+	return nil
+}
+
+// SteppedDown reports whether the engine handed over because abi-engine step-down
+// asked it to (its end is then a clean one, as after SIGTERM).
+func (e *Engine) SteppedDown() bool { return e.steppedDown.Load() }
+
+// StepDownStay reports whether that step-down asked the process to stay as a standby.
+func (e *Engine) StepDownStay() bool { return e.stepDownStay.Load() }
+
+// controlEngine is the Engine the control server asks.
+type controlEngine struct{ e *Engine }
+
+func (c controlEngine) handles() (*actors.Ownership, *actors.Root) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.e.ownership, c.e.root
+}
+
+func (c controlEngine) AsStandby() (control.Standby, bool) {
+	own, _ := c.handles()
+	if own == nil {
+		return control.Standby{}, false
+	}
+	st := own.Status()
+	if st.State != lease.StateStandby {
+		return control.Standby{}, false
+	}
+	return control.Standby{InstanceID: c.e.me.InstanceID, RolloutID: c.e.me.RolloutID, Since: st.Since,
+		Hot: c.e.cfg.NATS.Engine.HotStandby()}, true
+}
+
+func (c controlEngine) Serving() bool {
+	own, root := c.handles()
+	return own != nil && root != nil && own.Status().State == lease.StateServing && root.Phase() == actors.PhaseRelaying
+}
+
+// HandOver directs the release and starts the handover on a goroutine of its own: it
+// ends with the engine (Done), as a Shutdown does.
+func (c controlEngine) HandOver(ctx context.Context, t lease.Target, stay bool) error {
+	e := c.e
+	own, _ := c.handles()
+	if own == nil {
+		return errors.New("the engine has no lease")
+	}
+	e.mu.Lock()
+	if e.shutdown {
+		e.mu.Unlock()
+		return ErrShutDown
+	}
+	e.mu.Unlock()
+	if err := own.HandTo(ctx, t); err != nil {
+		return err
+	}
+	e.stepDownStay.Store(stay)
+	e.steppedDown.Store(true)
+	e.log.Info("step-down requested: handing over", zap.Stringer("to", t), zap.Bool("stay", stay))
+	go func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			e.log.Warn("step-down handover", zap.Error(err))
+		}
+	}()
+	return nil
+}
