@@ -134,6 +134,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		Members:    set.members,
 		Drain:      e.cfg.NATS.Engine.Drain(),
 		Successor:  set.waitSuccessor,
+		AnyStandby: set.anyStandby,
 		Sessions:   set.waitSessions,
 		OnPhase:    e.metrics.handoverPhase,
 		Logger:     e.log,

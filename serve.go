@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -188,6 +189,11 @@ func (s *servingSet) backendsDown() []error {
 // at the broker for every endpoint of ours.
 func (s *servingSet) waitSuccessor(ctx context.Context, holder lease.Holder) error {
 	return primaries.WaitSuccessor(ctx, holder.InstanceID, s.primaries...)
+}
+
+// anyStandby is the handover's roll call: does any engine stand by to take over?
+func (s *servingSet) anyStandby(ctx context.Context) (bool, error) {
+	return control.AnyStandby(ctx, s.conn)
 }
 
 // waitSessions is the handover's second wait over every host (design §3).

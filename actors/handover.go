@@ -41,6 +41,11 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 			return // one cascade; Handover again waits for it
 		}
 		a.stopRetries()
+		a.rollCall(c)
+	case rollCallDone:
+		if !a.rollCalled(m) {
+			return
+		}
 	case Drained:
 		if (st.phase != PhaseJobs && st.phase != PhaseDrain) || !a.answered(m.From) {
 			return

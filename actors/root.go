@@ -80,6 +80,12 @@ type RootConfig struct {
 	// ends. Optional: nil skips the successor phase, and the members stop accepting
 	// right after the release.
 	Successor func(ctx context.Context, holder lease.Holder) error
+	// AnyStandby reports whether any engine stands by to take the lease (the control
+	// roll call), asked as the handover begins: with none, the successor phase is
+	// skipped and the members stop accepting right after the release, as nobody will
+	// subscribe in their place. It must return when its ctx ends. Optional: nil waits
+	// for a successor as if one stood by.
+	AnyStandby func(ctx context.Context) (bool, error)
 	// Sessions is the second wait for sessions over every host (a call answered during
 	// the first wait can park an overflowing reply on a host already done). It must
 	// return when its ctx ends. Optional.
@@ -118,6 +124,7 @@ type cascade struct {
 	waiting    map[string]bool // members (PID strings) the current phase waits for
 	drainBy    time.Time       // the drain deadline, which the second wait for sessions keeps
 	released   time.Time       // when the release was confirmed (the drain deadline counts from it)
+	standbys   standbyCount    // what the roll call at the handover's start found
 
 	// the serving period: Serve was sent, and these members have not confirmed it yet
 	state     lease.State // what the members carry out (serving once all confirmed)
@@ -159,6 +166,10 @@ type (
 	successorDone struct {
 		holder lease.Holder // the new holder, when the lease showed one
 		err    error
+	}
+	rollCallDone struct {
+		any bool
+		err error
 	}
 	retryServe struct{ to *actor.PID }
 )
@@ -293,7 +304,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 		if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
 			c.Send(m.to, Serve{Epoch: a.st.epoch})
 		}
-	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone, successorDone:
+	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone, successorDone, rollCallDone:
 		a.handover(c, m)
 	}
 	a.publish()

@@ -41,6 +41,10 @@ func (a *rootActor) beginSuccessor(c *actor.Context) (waits bool) {
 	if bound <= 0 || len(r.cfg.Members) == 0 || r.cfg.Ownership.Status().State != lease.StateReleased || a.skipSuccessor() {
 		return false
 	}
+	if st.standbys == standbysNone {
+		a.r.log.Info("handover: no engine stands by; stopping accepting at once")
+		return false
+	}
 	store, me, confirm := r.cfg.Ownership.core.cfg.Store, r.cfg.Ownership.Config().Me.InstanceID, r.cfg.Successor
 	a.goWait(c, st.deadline, func(ctx context.Context) any {
 		h, err := nextHolder(ctx, store, me)
@@ -51,6 +55,55 @@ func (a *rootActor) beginSuccessor(c *actor.Context) (waits bool) {
 		}
 		return successorDone{holder: h, err: err}
 	})
+	return true
+}
+
+// standbyCount is what the roll call at the handover's start found.
+type standbyCount uint8
+
+const (
+	standbysUnknown standbyCount = iota // not answered yet, or it failed: wait as if one stood by
+	standbysSome
+	standbysNone
+)
+
+// rollCallWindow bounds the roll call: a standby answers within a round trip.
+const rollCallWindow = 250 * time.Millisecond
+
+// rollCall asks, as the handover begins, whether any engine stands by, on a goroutine
+// of the root's that reports rollCallDone. An engine without a standby then ends its
+// subscriptions right after the release, as before the successor phase, instead of
+// serving on for its bound while nobody comes.
+func (a *rootActor) rollCall(c *actor.Context) {
+	ask := a.r.cfg.AnyStandby
+	if ask == nil {
+		return
+	}
+	a.goWait(c, time.Now().Add(2*rollCallWindow), func(ctx context.Context) any {
+		rctx, cancel := context.WithTimeout(ctx, rollCallWindow)
+		defer cancel()
+		any, err := ask(rctx)
+		return rollCallDone{any: any, err: err}
+	})
+}
+
+// rollCalled records the roll call's answer; it reports whether the cascade moves on:
+// in the successor phase, an answer of none ends the wait.
+func (a *rootActor) rollCalled(m rollCallDone) bool {
+	st := a.st
+	switch {
+	case m.err != nil:
+		a.r.log.Warn("handover: the roll call of standbys failed; waiting for a successor as if one stood by", zap.Error(m.err))
+		return false
+	case m.any:
+		st.standbys = standbysSome
+		return false
+	}
+	st.standbys = standbysNone
+	if st.phase != PhaseSuccessor {
+		return false
+	}
+	a.r.log.Info("handover: no engine stands by; stopping accepting")
 	return true
 }
 

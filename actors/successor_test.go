@@ -85,15 +85,35 @@ func TestSuccessorPhaseKeepsServingUntilTheNewHolderAnswers(t *testing.T) {
 
 // With no successor the members stop accepting at the bound: lease/4 after the
 // release, or half the drain when that is shorter; drain_seconds 0 waits for nothing.
+//
+// With the roll call (AnyStandby) the phase is skipped when no engine stands by, and
+// ends once the roll call says so when it answers late; a standby that answers but
+// never takes the lease leaves the bound as it is. Before the roll call, every lone
+// engine served on for lease/4 after its release (5 s with the default lease).
 func TestSuccessorPhaseEndsAtItsBound(t *testing.T) {
+	answer := func(after time.Duration, any bool) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			select {
+			case <-time.After(after):
+				return any, nil
+			case <-ctx.Done():
+				return false, nil
+			}
+		}
+	}
 	for _, tc := range []struct {
+		name        string
 		drain, want time.Duration
+		standby     func(context.Context) (bool, error)
 	}{
-		{10 * time.Second, testLease / 4},
-		{200 * time.Millisecond, 100 * time.Millisecond},
-		{0, 0},
+		{"", 10 * time.Second, testLease / 4, nil},
+		{"", 200 * time.Millisecond, 100 * time.Millisecond, nil},
+		{"", 0, 0, nil},
+		{", nobody stands by", 10 * time.Second, 0, answer(0, false)},
+		{", the roll call ends late", 10 * time.Second, 40 * time.Millisecond, answer(40*time.Millisecond, false)},
+		{", a standby that never comes", 10 * time.Second, testLease / 4, answer(0, true)},
 	} {
-		t.Run(fmt.Sprint("drain ", tc.drain), func(t *testing.T) {
+		t.Run(fmt.Sprint("drain ", tc.drain, tc.name), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := lease.NewMemStore()
 				n := startNode(t, store, leasetest.Holder("a", ""))
@@ -105,6 +125,7 @@ func TestSuccessorPhaseEndsAtItsBound(t *testing.T) {
 						t.Errorf("asked about %v: nobody took the lease", h)
 						return nil
 					},
+					AnyStandby: tc.standby,
 					OnPhase: func(p Phase, d time.Duration) {
 						if p == PhaseRelease {
 							released = time.Now()

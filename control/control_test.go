@@ -113,3 +113,38 @@ func TestStepDownOverARealBroker(t *testing.T) {
 		t.Fatalf("handovers %v, want %v", h, want)
 	}
 }
+
+// AnyStandby is true at the first standby's answer and false once its context ends
+// with only engines that do not stand by subscribed.
+func TestAnyStandbyOverARealBroker(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	holder := &engine{serving: true}
+	s, err := Serve(natstest.Connect(t, srv.URL()), "i-holder", holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	ask := func() bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		any, err := AnyStandby(ctx, nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return any
+	}
+	if ask() {
+		t.Fatal("AnyStandby with only the holder subscribed = true")
+	}
+	v2 := &engine{standby: true, sb: Standby{InstanceID: "i-v2", RolloutID: "v2", Since: time.Now()}}
+	s2, err := Serve(natstest.Connect(t, srv.URL()), "i-v2", v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s2.Stop)
+	if !ask() {
+		t.Fatal("AnyStandby with a standby subscribed = false")
+	}
+}

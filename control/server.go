@@ -162,6 +162,33 @@ func Standbys(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Stand
 	}
 }
 
+// AnyStandby calls the roll call and reports whether any engine answers it before ctx
+// ends: true at the first answer, false once ctx has ended without one.
+func AnyStandby(ctx context.Context, nc *nats.Conn) (bool, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return false, err
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // best effort: the inbox is ours alone
+	if err := nc.PublishRequest(StandbysSubject, inbox, nil); err != nil {
+		return false, err
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		var sb Standby
+		if len(m.Data) > 0 && json.Unmarshal(m.Data, &sb) == nil && sb.InstanceID != "" {
+			return true, nil
+		}
+	}
+}
+
 // RequestStepDown asks engine instance to step down and returns its answer: the
 // successor, or a refusal (an *Error matching ErrNoStandby or ErrNotServing).
 func RequestStepDown(ctx context.Context, nc *nats.Conn, instance string, req StepDownRequest) (Standby, error) {
