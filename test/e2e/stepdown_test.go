@@ -51,11 +51,7 @@ func TestStepDownUnderTrafficHasNoFailedCall(t *testing.T) {
 	if len(tf.bad) > 0 {
 		t.Fatalf("%d reads did not return what was written, first: %s", len(tf.bad), tf.bad[0])
 	}
-	for w, seq := range tf.seen {
-		if strings.Join(seq, ",") != idA+","+idB && strings.Join(seq, ",") != idB {
-			t.Errorf("worker %d was answered by %v, want A then B", w, seq)
-		}
-	}
+	tf.wantHandedOver(t, idA, idB)
 	watch.waitLog("handed-off", 5*time.Second)
 	watch.waitLog(idB+" (rollout v2)", 5*time.Second)
 	if n := strings.Count(watch.out.String(), "\n"); n > 8 {

@@ -141,3 +141,20 @@ func (tf *traffic) halt() {
 	tf.stop()
 	tf.wg.Wait()
 }
+
+// wantHandedOver checks that every worker was answered by from, then by to. While to's
+// subscriptions are confirmed at the broker and from's UNSUB is on its way both take
+// calls (the designed overlap, docs/architecture.md cascade 1), so a worker may meet
+// from again in between; it ends with to.
+func (tf *traffic) wantHandedOver(t *testing.T, from, to string) {
+	t.Helper()
+	for w, seq := range tf.seen {
+		ok := len(seq) > 0 && seq[len(seq)-1] == to && (seq[0] == from || len(seq) == 1)
+		for _, inst := range seq {
+			ok = ok && (inst == from || inst == to)
+		}
+		if !ok {
+			t.Errorf("worker %d was answered by %v, want %s then %s", w, seq, from, to)
+		}
+	}
+}
