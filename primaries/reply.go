@@ -4,7 +4,6 @@ package primaries
 // publishes replies in batches and then releases what each call held.
 
 import (
-	"encoding/json"
 	"errors"
 	"runtime"
 	"strconv"
@@ -29,10 +28,7 @@ func (p *Primary) fail(r *run, j job, slot bool, e *protocol.Error) {
 // errorMsg is an error reply: micro's error headers, our code header and
 // {"error": {...}}.
 func (p *Primary) errorMsg(subject string, e *protocol.Error) *nats.Msg {
-	body, err := json.Marshal(protocol.Envelope{Error: e})
-	if err != nil { // a struct of strings and a bool always encodes
-		body = []byte(`{"error":{"code":"INTERNAL","message":"encode the error","retryable":false}}`)
-	}
+	body := protocol.Envelope{Error: e}.AppendJSON(make([]byte, 0, replySize+len(e.Message)))
 	desc := e.Message
 	if desc == "" {
 		desc = string(e.Code)
