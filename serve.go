@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
@@ -87,10 +88,11 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	if err != nil {
 		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
-	services := append([]primaries.Service{
-		keyvalue.Service(kv),
-		objectstorage.Service(objects),
-	}, e.opts.services...)
+	kvService, objService := keyvalue.Service(kv), objectstorage.Service(objects)
+	// Memory backends never wait for I/O: their calls run on micro's callback.
+	kvService.Inline = e.cfg.Services.KeyValue.Adapter == config.KeyValueMemory
+	objService.Inline = e.cfg.Services.ObjectStorage.Adapter == config.ObjectStorageMemory
+	services := append([]primaries.Service{kvService, objService}, e.opts.services...)
 	fences := []primaries.EpochFence{kvFence, objFence} // the embedder's services have none
 	for i, svc := range services {
 		var fence primaries.EpochFence

@@ -76,12 +76,14 @@ func (r *run) finished(ctx context.Context, draining bool) error {
 }
 
 // handler is the micro callback of one endpoint. micro runs it for one call at a time,
-// so it only counts the call, waits for a slot and hands the call to a worker.
+// so it only counts the call, waits for a slot and hands the call to a worker, or, for
+// an inline service, runs it there.
 func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
+	observe := p.observers[name]
 	return micro.HandlerFunc(func(req micro.Request) {
 		r.calls.add()
-		j := job{name: name, op: op, req: req}
-		if p.cfg.OnCall != nil {
+		j := job{name: name, op: op, req: req, observe: observe, inline: p.inline}
+		if observe != nil {
 			j.received = time.Now()
 		}
 		select {
@@ -98,6 +100,10 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 			p.refuse(r, j, true)
 			return
 		}
+		if j.inline {
+			p.serve(r, j)
+			return
+		}
 		r.dispatch(p, j)
 	})
 }
@@ -107,7 +113,9 @@ type job struct {
 	name     string
 	op       Operation
 	req      micro.Request
-	received time.Time // set only for Config.OnCall
+	inline   bool         // run on micro's callback: its answer is published at once
+	observe  CallObserver // the operation's, nil without Config.OnCall
+	received time.Time    // set only with observe
 }
 
 // dispatch hands j to an idle worker of the run, starting one if fewer than
@@ -182,13 +190,13 @@ func (p *Primary) serve(r *run, j job) {
 		}
 	}
 	p.observe(j, "")
-	p.send(answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
+	p.send(j, answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
 }
 
-// observe tells Config.OnCall about an answered call.
+// observe tells the operation's CallObserver about an answered call.
 func (p *Primary) observe(j job, code protocol.Code) {
-	if p.cfg.OnCall != nil {
-		p.cfg.OnCall(p.svc.Name, j.name, code, time.Since(j.received))
+	if j.observe != nil {
+		j.observe(code, time.Since(j.received))
 	}
 }
 
