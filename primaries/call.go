@@ -25,6 +25,7 @@ import (
 type run struct {
 	// Fixed when the actor makes the run; the hot path reads them.
 	ctx      context.Context
+	inline   context.Context // ctx marked as an inline call's (inlineCtx)
 	cancel   context.CancelCauseFunc
 	calls    *counter     // calls received and not yet answered
 	jobs     chan job     // unbuffered: a send succeeds only to an idle worker
@@ -48,7 +49,7 @@ type run struct {
 
 func newRun() *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &run{ctx: ctx, cancel: cancel, calls: newCounter(), jobs: make(chan job), workers: newCounter(),
+	return &run{ctx: ctx, inline: inlineCtx{ctx}, cancel: cancel, calls: newCounter(), jobs: make(chan job), workers: newCounter(),
 		received: make(chan struct{})}
 }
 
@@ -172,6 +173,9 @@ func (p *Primary) serve(r *run, j job) {
 		return
 	}
 	ctx := failpoint.Stall(p.cfg.Failpoints, r.ctx, j.req.Data()) // stall-before-write
+	if j.inline {
+		ctx = r.inline
+	}
 	p.running.Add(1)
 	out, err := p.call(ctx, j.name, j.op, j.req.Data())
 	p.running.Add(-1)

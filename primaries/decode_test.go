@@ -3,8 +3,10 @@ package primaries
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -96,5 +98,41 @@ func TestFastDecodeAllocations(t *testing.T) {
 	})
 	if n > 2 { // the RequestContext and the key
 		t.Errorf("%v allocations, want at most 2", n)
+	}
+}
+
+// An inline call's timeout_ms is a deadline without a timer: Deadline reports it and
+// Err says DEADLINE_EXCEEDED once it has passed, while Done is the run's (nothing
+// waits on it in a call that never waits). A pooled call's is context.WithTimeout.
+func TestInlineTimeoutHasNoTimer(t *testing.T) {
+	type seen struct {
+		deadline bool
+		left     time.Duration
+		err      error
+		done     <-chan struct{}
+	}
+	var got seen
+	op := Handle(func(ctx context.Context, _ *protocol.KVKeyRequest) (protocol.Empty, error) {
+		d, ok := ctx.Deadline()
+		got = seen{deadline: ok, left: time.Until(d), done: ctx.Done()}
+		for ctx.Err() == nil { // the 1 ms passes; no timer needed to see it
+			runtime.Gosched()
+		}
+		got.err = ctx.Err()
+		return protocol.Empty{}, nil
+	})
+	run := newRun()
+	defer run.cancel(nil)
+	if _, err := op(run.inline, []byte(`{"context":{"timeout_ms":1},"key":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !got.deadline || got.left > time.Millisecond || got.err != context.DeadlineExceeded || got.done != run.ctx.Done() {
+		t.Fatalf("inline: deadline %v (%s left), err %v, done is the run's: %v", got.deadline, got.left, got.err, got.done == run.ctx.Done())
+	}
+	if _, err := op(run.ctx, []byte(`{"context":{"timeout_ms":1},"key":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got.done == run.ctx.Done() || got.err != context.DeadlineExceeded {
+		t.Fatalf("pooled: err %v, done is the run's: %v; want a context of its own", got.err, got.done == run.ctx.Done())
 	}
 }
