@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
@@ -89,10 +90,11 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	if err != nil {
 		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
-	services := []primaries.Service{
-		keyvalue.Service(kv),
-		objectstorage.Service(objects),
-	}
+	kvService, objService := keyvalue.Service(kv), objectstorage.Service(objects)
+	// Memory backends never wait for I/O: their calls run on micro's callback.
+	kvService.Inline = e.cfg.Services.KeyValue.Adapter == config.KeyValueMemory
+	objService.Inline = e.cfg.Services.ObjectStorage.Adapter == config.ObjectStorageMemory
+	services := []primaries.Service{kvService, objService}
 	fences := []primaries.EpochFence{kvFence, objFence}
 	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
 	// has one, and for CallEpoch.

@@ -21,6 +21,7 @@ type options struct {
 	noHistory  bool
 	stop       <-chan struct{}
 	responder  *nats.Conn
+	echoHeader string // the instance id RawNATS's echo stamps, "" for none
 	forRawNATS bool
 	errs       []error
 }
@@ -73,6 +74,21 @@ func WithResponderConn(nc *nats.Conn) Option {
 	}
 }
 
+// WithInstanceHeader makes RawNATS's echo stamp every reply with the
+// Abi-Engine-Instance header carrying instance, the one piece of work the protocol
+// requires of every reply, so the engine can be read against a responder that does
+// exactly that and nothing else; a reply without it counts as a mismatch. The report's
+// Workload is then RawHeaderWorkload.
+func WithInstanceHeader(instance string) Option {
+	return func(o *options) {
+		if instance == "" {
+			o.errs = append(o.errs, errors.New("bench: WithInstanceHeader got an empty instance id"))
+			return
+		}
+		o.echoHeader, o.forRawNATS = instance, true
+	}
+}
+
 func buildOptions(raw bool, opts []Option) (*options, error) {
 	o := &options{ticks: realTicks}
 	for _, opt := range opts {
@@ -84,7 +100,7 @@ func buildOptions(raw bool, opts []Option) (*options, error) {
 	case o.recorder != nil && o.noHistory:
 		return nil, errors.New("bench: WithRecorder and WithoutHistory both given; the recorder decides (NewRecorder(false) keeps no history)")
 	case o.forRawNATS && !raw:
-		return nil, errors.New("bench: WithResponderConn applies to RawNATS only")
+		return nil, errors.New("bench: WithResponderConn and WithInstanceHeader apply to RawNATS only")
 	}
 	if o.recorder == nil {
 		o.recorder = NewRecorder(!o.noHistory)

@@ -17,6 +17,8 @@ import (
 const (
 	RawService  = "nats"
 	RawWorkload = "echo"
+	// RawHeaderWorkload is the echo that stamps the instance header (WithInstanceHeader).
+	RawHeaderWorkload = "echo-instance-header"
 )
 
 // rawQueue is the echo responder's queue group, the one micro services use.
@@ -45,6 +47,12 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 		return nil, err
 	}
 	cfg.Service, cfg.Workload, cfg.Keys, cfg.KeyPrefix, cfg.Cleanup = RawService, RawWorkload, 0, "", false
+	respond := func(m *nats.Msg) { _ = m.Respond(m.Data) }
+	if o.echoHeader != "" {
+		cfg.Workload = RawHeaderWorkload
+		header := nats.Header{protocol.HeaderInstance: []string{o.echoHeader}} // read-only, shared
+		respond = func(m *nats.Msg) { _ = m.RespondMsg(&nats.Msg{Header: header, Data: m.Data}) }
+	}
 	if limit := nc.MaxPayload(); limit > 0 && int64(cfg.PayloadBytes) > limit {
 		return nil, fmt.Errorf("bench: payload_bytes %d is over the broker's max payload of %d bytes", cfg.PayloadBytes, limit)
 	}
@@ -53,7 +61,7 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 		rc = o.responder
 	}
 	subject := "_bench.echo." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
-	sub, err := rc.QueueSubscribe(subject, rawQueue, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	sub, err := rc.QueueSubscribe(subject, rawQueue, respond)
 	if err != nil {
 		return nil, fmt.Errorf("bench: subscribe the echo responder on %s: %w", subject, err)
 	}
@@ -83,15 +91,16 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 		for l.next() {
 			seq++
 			putTag(buf, uint64(id+1)<<40|seq&(1<<40-1))
-			o.recorder.Record(echo(l.ctx, nc, subject, id, buf, cfg.Timeout))
+			o.recorder.Record(echo(l.ctx, nc, subject, id, buf, cfg.Timeout, o.echoHeader))
 		}
 	})
 	rep.History = o.recorder.History()
 	return rep, nil
 }
 
-// echo makes one request and checks that the reply is the request.
-func echo(ctx context.Context, nc *nats.Conn, subject string, worker int, value []byte, timeout time.Duration) Op {
+// echo makes one request and checks that the reply is the request, with instance in
+// its instance header when instance is not "".
+func echo(ctx context.Context, nc *nats.Conn, subject string, worker int, value []byte, timeout time.Duration, instance string) Op {
 	op := Op{Worker: worker, Kind: KindEcho, Key: subject, Input: ValueHash(value)}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -105,6 +114,11 @@ func echo(ctx context.Context, nc *nats.Conn, subject string, worker int, value 
 	}
 	op.Found, op.Output = true, ValueHash(m.Data)
 	op.Mismatch = !bytes.Equal(m.Data, value)
+	if instance != "" {
+		// Read as a client reads it: the header block is parsed on every reply.
+		op.Instance = m.Header.Get(protocol.HeaderInstance)
+		op.Mismatch = op.Mismatch || op.Instance != instance
+	}
 	return op
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,5 +51,31 @@ func TestRawNATSOnSecondConnection(t *testing.T) {
 	bad.PayloadBytes = 2 << 20
 	if _, err := RawNATS(t.Context(), f.nc, bad); err == nil {
 		t.Error("a payload over the max payload was accepted")
+	}
+}
+
+// With WithInstanceHeader the echo stamps the instance header, the requester checks
+// it, and the report and its comparison say which echo it was.
+func TestRawNATSWithInstanceHeader(t *testing.T) {
+	f := newFixture(t)
+	const id = "0123456789abcdef0123456789abcdef"
+	rep, err := RawNATS(t.Context(), f.nc, testConfig(100), WithResponderConn(f.conn(t)), WithInstanceHeader(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Ops != 100 || rep.Errors != 0 || rep.Mismatches != 0 || rep.Config.Workload != RawHeaderWorkload {
+		t.Fatalf("ops %d errors %v mismatches %d workload %q; want 100 header echoes", rep.Ops, rep.ErrorsByCode, rep.Mismatches, rep.Config.Workload)
+	}
+	if rep.Instances[id] != 100 {
+		t.Errorf("instances %v, want every reply from %s", rep.Instances, id)
+	}
+	if c := Compare(rep, rep); c.Against != "header echo" || !strings.HasPrefix(c.String(), "engine/header echo: ") {
+		t.Errorf("comparison %q against %q", c.String(), c.Against)
+	}
+	if _, err := RawNATS(t.Context(), f.nc, testConfig(1), WithInstanceHeader("")); err == nil {
+		t.Error("an empty instance id was taken")
+	}
+	if _, err := Run(t.Context(), f.tr, testConfig(1), WithInstanceHeader(id)); err == nil {
+		t.Error("Run took WithInstanceHeader")
 	}
 }

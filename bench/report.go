@@ -95,6 +95,9 @@ func (r *Report) Table(w io.Writer) error {
 // engine over raw (throughput below 1 and latency above 1 are the engine's cost), 0
 // where the raw figure is 0.
 type Comparison struct {
+	// Against names the raw run: "raw NATS" (the plain echo) or "header echo" (the
+	// echo stamping the instance header).
+	Against    string  `json:"against"`
 	Throughput float64 `json:"throughput_ratio"`
 	P50        float64 `json:"p50_ratio"`
 	P99        float64 `json:"p99_ratio"`
@@ -109,7 +112,12 @@ type Comparison struct {
 
 // Compare sets engine against raw (RawNATS run with the same Config).
 func Compare(raw, engine *Report) Comparison {
+	against := "raw NATS"
+	if raw.Config.Workload == RawHeaderWorkload {
+		against = "header echo"
+	}
 	return Comparison{
+		Against:          against,
 		Throughput:       ratio(engine.Throughput, raw.Throughput),
 		P50:              ratio(float64(engine.Latency.P50), float64(raw.Latency.P50)),
 		P99:              ratio(float64(engine.Latency.P99), float64(raw.Latency.P99)),
@@ -133,7 +141,11 @@ func ratio(a, b float64) float64 {
 // ops/s), p50 1.10x (330µs vs 300µs), p99 1.21x (1.21ms vs 1.00ms)".
 func (c Comparison) String() string {
 	var b strings.Builder
-	b.WriteString("engine/raw NATS: throughput ")
+	against := c.Against
+	if against == "" {
+		against = "raw NATS"
+	}
+	b.WriteString("engine/" + against + ": throughput ")
 	b.WriteString(fmtRatio(c.Throughput))
 	fmt.Fprintf(&b, " (%.0f vs %.0f ops/s), p50 %s (%s vs %s), p99 %s (%s vs %s)",
 		c.EngineThroughput, c.RawThroughput,

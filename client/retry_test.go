@@ -147,6 +147,7 @@ type scripted struct {
 	start    time.Time
 	attempts []time.Duration
 	answer   func(ctx context.Context, n int) (*nats.Msg, error) // n counts from 0
+	timeouts []time.Duration                                     // of the attempts made without a context
 }
 
 func (s *scripted) RequestMsgWithContext(ctx context.Context, _ *nats.Msg) (*nats.Msg, error) {
@@ -158,6 +159,17 @@ func (s *scripted) RequestMsgWithContext(ctx context.Context, _ *nats.Msg) (*nat
 		return nil, nats.ErrNoResponders
 	}
 	return s.answer(ctx, n)
+}
+
+// RequestMsg is RequestMsgWithContext for a caller without a context: its answer
+// gets a context bounded by timeout, and timeouts records the bound.
+func (s *scripted) RequestMsg(m *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	s.mu.Lock()
+	s.timeouts = append(s.timeouts, timeout)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.RequestMsgWithContext(ctx, m)
 }
 
 func (s *scripted) MaxPayload() int64 { return 1 << 20 }
@@ -241,6 +253,49 @@ func TestBackoffWithoutDeadlineUsesDefaultTimeout(t *testing.T) {
 		}
 		if want := ms(0, 50, 150, 350, 750, 1250, 1500); !equalDurations(s.attempts, want) {
 			t.Fatalf("attempts at %v, want %v", s.attempts, want)
+		}
+	})
+}
+
+// A call whose context can never end gets no context of its own: every attempt is
+// bounded by the time left until the default deadline, and a reply that never comes
+// still reads as context.DeadlineExceeded. A cancellable context still bounds its
+// attempts itself.
+func TestBackgroundCallMakesNoContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &scripted{start: time.Now()}
+		tr, err := newTransport(s, WithDefaultTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tr.Request(context.Background(), "abi.svc.keyvalue.v1.get", nil, nil)
+		want := []time.Duration{2000, 1950, 1850, 1650, 1250, 750, 500}
+		for i := range want {
+			want[i] *= time.Millisecond
+		}
+		if !equalDurations(s.timeouts, want) {
+			t.Fatalf("attempts bounded by %v, want %v (the time left each time)", s.timeouts, want)
+		}
+		s = &scripted{start: time.Now(), answer: func(ctx context.Context, _ int) (*nats.Msg, error) {
+			<-ctx.Done()
+			return nil, nats.ErrTimeout // as nats.go's RequestMsg says it
+		}}
+		if tr, err = newTransport(s, WithDefaultTimeout(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tr.Request(context.Background(), "abi.svc.keyvalue.v1.get", nil, nil)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, protocol.ErrDeadlineExceeded) || len(s.timeouts) != 1 {
+			t.Fatalf("err = %v after %d attempts, want one DEADLINE_EXCEEDED matching context.DeadlineExceeded", err, len(s.timeouts))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		s = &scripted{start: time.Now()}
+		if tr, err = newTransport(s, WithDefaultTimeout(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tr.Request(ctx, "abi.svc.keyvalue.v1.get", nil, nil)
+		if len(s.timeouts) != 0 || len(s.attempts) == 0 {
+			t.Fatalf("a cancellable context: %d attempts, %d without it", len(s.attempts), len(s.timeouts))
 		}
 	})
 }

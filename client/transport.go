@@ -20,6 +20,7 @@ const DefaultTimeout = 10 * time.Second
 // conn is what a Transport needs of a NATS connection; *nats.Conn has it.
 type conn interface {
 	RequestMsgWithContext(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
+	RequestMsg(msg *nats.Msg, timeout time.Duration) (*nats.Msg, error)
 	MaxPayload() int64
 }
 
@@ -141,7 +142,7 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 	}
 	giveUp := start.Add(window)
 	for retry := 0; ; retry++ {
-		m, err := t.conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: payload, Header: headers})
+		m, err := t.attempt(ctx, &nats.Msg{Subject: subject, Data: payload, Header: headers})
 		t.counters.sawNoResponders(err)
 		var ce *CallError
 		switch {
@@ -150,7 +151,7 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 		case acceptsOverflow(headers):
 			// A parked reply is fetched before anything else looks at it; its operation
 			// has run, so a failure to fetch it is never resent.
-			if m, ce = t.unpark(ctx, subject, m); ce != nil {
+			if m, ce = t.unparkBounded(ctx, subject, m); ce != nil {
 				return nil, ce
 			}
 		}
@@ -197,12 +198,59 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// bound gives ctx the default deadline when it has none.
+// bound gives ctx the default deadline when it has none. A ctx that can never end
+// (context.Background and the like) gets the deadline alone, not context.WithTimeout's
+// context and timer: each attempt is then bounded by the time left (attempt), which on
+// a busy client saves a few per cent of its CPU.
 func (t *Transport) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
+	if ctx.Done() == nil {
+		return deadlineOnly{Context: ctx, deadline: time.Now().Add(t.timeout)}, func() {}
+	}
 	return context.WithTimeout(ctx, t.timeout)
+}
+
+// deadlineOnly is a context that never ends and carries a deadline (bound). Nothing
+// waits on it: attempt bounds the request by the deadline, pause by the retry window,
+// and a parked reply is fetched under a context of its own (unparkBounded).
+type deadlineOnly struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// attempt sends one request: bounded by ctx, or for a ctx that never ends, by its
+// deadline, with the error a context would have given when it passes.
+func (t *Transport) attempt(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+	if ctx.Done() != nil {
+		return t.conn.RequestMsgWithContext(ctx, msg)
+	}
+	deadline, _ := ctx.Deadline() // bound set one
+	left := time.Until(deadline)
+	if left <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	m, err := t.conn.RequestMsg(msg, left)
+	if errors.Is(err, nats.ErrTimeout) {
+		err = context.DeadlineExceeded
+	}
+	return m, err
+}
+
+// unparkBounded is unpark under a context that ends at ctx's deadline: fetching a
+// parked reply waits on its context.
+func (t *Transport) unparkBounded(ctx context.Context, subject string, m *nats.Msg) (*nats.Msg, *CallError) {
+	if ctx.Done() == nil {
+		if deadline, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	return t.unpark(ctx, subject, m)
 }
 
 // requestContext is the "context" member of a request: the time left until ctx's

@@ -180,6 +180,9 @@ type ObjectStorage struct {
 type HTTP struct {
 	// Listen is host:port of the health, status and metrics server; "" disables it.
 	Listen string `yaml:"listen"`
+	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on that server. Off by
+	// default: a profile shows the process's code paths and costs CPU while it is taken.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log is the log block.

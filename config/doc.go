@@ -114,6 +114,10 @@
 // http.listen (default "127.0.0.1:8080"): host:port of the health, readiness, status and
 // metrics server, port 0 to 65535 (0: any free port); "" turns it off.
 //
+// http.pprof (default false): true also serves net/http/pprof's profiles under
+// /debug/pprof/ on that server (docs/performance.md has the recipe); it needs
+// http.listen.
+//
 // log.level (default info): debug, info, warn or error.
 //
 // log.format (default auto): json, console, or auto: console when standard error is a

@@ -415,6 +415,8 @@ func kindRule(t reflect.Type) string {
 		return "a whole number"
 	case reflect.String:
 		return "a string"
+	case reflect.Bool:
+		return "true or false"
 	default:
 		return "a " + t.Kind().String()
 	}

@@ -118,6 +118,7 @@ const (
 	keyObjBucket       = "services.object_storage.bucket"
 	keyObjReplicas     = "services.object_storage.replicas"
 	keyHTTPListen      = "http.listen"
+	keyHTTPPprof       = "http.pprof"
 	keyLogLevel        = "log.level"
 	keyLogFormat       = "log.format"
 	ruleRole           = "must be serve, client or auto"
@@ -134,6 +135,7 @@ const (
 	ruleLogLevel       = "must be debug, info, warn or error"
 	ruleLogFormat      = "must be json, console or auto"
 	ruleHTTPListen     = `must be "" (HTTP off) or host:port with a port from 0 to 65535`
+	ruleHTTPPprof      = `needs http.listen: the profiles are served on the HTTP server, which "" turns off`
 	ruleEmbeddedListen = "must be host:port with a port from 0 to 65535"
 	ruleStoreDir       = "must not be empty: the embedded server keeps its JetStream store there"
 	ruleBucket         = "must be a JetStream bucket name: one or more letters, digits, '_' or '-'"
@@ -249,6 +251,9 @@ func (c *Config) check(issues []Issue) []Issue {
 
 	if c.HTTP.Listen != "" && !validListen(c.HTTP.Listen) {
 		bad(keyHTTPListen, q(c.HTTP.Listen), ruleHTTPListen)
+	}
+	if c.HTTP.Pprof && c.HTTP.Listen == "" {
+		bad(keyHTTPPprof, "true", ruleHTTPPprof)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

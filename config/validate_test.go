@@ -86,6 +86,7 @@ func TestRules(t *testing.T) {
 			{`"8080"`, `"8080"`}, {`"localhost:99999"`, `"localhost:99999"`}, {`"a b:80"`, `"a b:80"`},
 			{`"host:http"`, `"host:http"`}, {`"host:-1"`, `"host:-1"`},
 		}},
+		{"http.pprof", "needs http.listen", []value{{"false", ""}, {"true", ""}}},
 		{"nats.embedded.listen", "host:port with a port from 0 to 65535", []value{
 			{`"127.0.0.1:4222"`, ""}, {`"0.0.0.0:0"`, ""}, {`""`, `""`}, {`"4222"`, `"4222"`},
 		}},
@@ -231,6 +232,22 @@ func TestServiceReplicasDefaultToTheLeases(t *testing.T) {
 	}
 }
 
+// http.pprof serves on the HTTP server, so it needs one; it is off by default.
+func TestPprofNeedsHTTP(t *testing.T) {
+	if c := mustParse(t, "", nil); c.HTTP.Pprof {
+		t.Error("pprof is on by default")
+	}
+	if c := mustParse(t, "http: {pprof: true}\n", nil); !c.HTTP.Pprof {
+		t.Error("http.pprof: true read as false")
+	}
+	doc := "http: {listen: \"\", pprof: true}\n"
+	_, err := Parse([]byte(doc), nil)
+	is := oneIssue(t, doc, err)
+	if is.Key != "http.pprof" || !strings.Contains(is.Rule, "needs http.listen") {
+		t.Fatalf("issue %+v, want http.pprof needing http.listen", is)
+	}
+}
+
 func TestTypeErrors(t *testing.T) {
 	cases := []struct {
 		yaml, key, value, rule string
@@ -242,7 +259,8 @@ func TestTypeErrors(t *testing.T) {
 		{nest("nats.max_concurrent_requests", "many"), "nats.max_concurrent_requests", `"many"`, "must be a whole number", 2},
 		{nest("nats.engine.role", "[serve]"), "nats.engine.role", "", "must be a string, found a list", 3},
 		{nest("nats.engine", "[1, 2]"), "nats.engine", "", "must be a mapping of role, rollout_id, lease_seconds", 2},
-		{nest("http", "8080"), "http", "", `must be a mapping of listen, found "8080"`, 1},
+		{nest("http.pprof", "maybe"), "http.pprof", `"maybe"`, "must be true or false", 2},
+		{nest("http", "8080"), "http", "", `must be a mapping of listen, pprof, found "8080"`, 1},
 		{"just a string\n", "", "", "must be a mapping of nats, services, http, log", 1},
 	}
 	for _, tc := range cases {

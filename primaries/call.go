@@ -25,6 +25,7 @@ import (
 type run struct {
 	// Fixed when the actor makes the run; the hot path reads them.
 	ctx      context.Context
+	inline   context.Context // ctx marked as an inline call's (inlineCtx)
 	cancel   context.CancelCauseFunc
 	calls    *counter     // calls received and not yet answered
 	jobs     chan job     // unbuffered: a send succeeds only to an idle worker
@@ -48,7 +49,7 @@ type run struct {
 
 func newRun() *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &run{ctx: ctx, cancel: cancel, calls: newCounter(), jobs: make(chan job), workers: newCounter(),
+	return &run{ctx: ctx, inline: inlineCtx{ctx}, cancel: cancel, calls: newCounter(), jobs: make(chan job), workers: newCounter(),
 		received: make(chan struct{})}
 }
 
@@ -76,12 +77,14 @@ func (r *run) finished(ctx context.Context, draining bool) error {
 }
 
 // handler is the micro callback of one endpoint. micro runs it for one call at a time,
-// so it only counts the call, waits for a slot and hands the call to a worker.
+// so it only counts the call, waits for a slot and hands the call to a worker, or, for
+// an inline service, runs it there.
 func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
+	observe := p.observers[name]
 	return micro.HandlerFunc(func(req micro.Request) {
 		r.calls.add()
-		j := job{name: name, op: op, req: req}
-		if p.cfg.OnCall != nil {
+		j := job{name: name, op: op, req: req, observe: observe, inline: p.inline}
+		if observe != nil {
 			j.received = time.Now()
 		}
 		select {
@@ -98,6 +101,10 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 			p.refuse(r, j, true)
 			return
 		}
+		if j.inline {
+			p.serve(r, j)
+			return
+		}
 		r.dispatch(p, j)
 	})
 }
@@ -107,8 +114,10 @@ type job struct {
 	name     string
 	op       Operation
 	req      micro.Request
-	received time.Time // set only for Config.OnCall
-	span     CallSpan  // set only for Config.Tracer
+	inline   bool         // run on micro's callback: its answer is published at once
+	observe  CallObserver // the operation's, nil without Config.OnCall
+	received time.Time    // set only with observe
+	span     CallSpan     // set only for Config.Tracer
 }
 
 // dispatch hands j to an idle worker of the run, starting one if fewer than
@@ -157,6 +166,9 @@ func (r *run) work(p *Primary, j job) {
 // once it is published.
 func (p *Primary) serve(r *run, j job) {
 	ctx := r.ctx
+	if j.inline {
+		ctx = r.inline
+	}
 	if p.cfg.Tracer != nil {
 		ctx, j.span = p.cfg.Tracer.StartCall(ctx, p.svc.Name, j.name, nats.Header(j.req.Headers()), j.req.Data())
 	}
@@ -187,16 +199,17 @@ func (p *Primary) serve(r *run, j job) {
 		}
 	}
 	p.observe(j, "")
-	p.send(answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
+	p.send(j, answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
 }
 
-// observe tells Config.OnCall and the call's span about an answered call.
+// observe tells the operation's CallObserver and the call's span about an answered
+// call.
 func (p *Primary) observe(j job, code protocol.Code) {
 	if j.span != nil {
 		j.span.End(code)
 	}
-	if p.cfg.OnCall != nil {
-		p.cfg.OnCall(p.svc.Name, j.name, code, time.Since(j.received))
+	if j.observe != nil {
+		j.observe(code, time.Since(j.received))
 	}
 }
 

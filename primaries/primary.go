@@ -45,17 +45,21 @@ type Config struct {
 	// failed adoption (a store at a newer epoch: this engine is stale) is answered
 	// actors.ServeFailed, and a primary that was not serving subscribes nothing.
 	Fence EpochFence
-	// OnCall, optional, is told of every call once its answer is on its way: the
-	// operation, the error code ("" when it succeeded) and the time from receipt. It runs
-	// on the calls' goroutines, so it must be quick and safe for concurrent use (a
-	// metrics update).
-	OnCall func(service, operation string, code protocol.Code, d time.Duration)
+	// OnCall, optional, is asked once per operation, when the Primary is made, for the
+	// CallObserver of that operation (so a metrics update can hold its handles instead
+	// of looking them up by label on every call).
+	OnCall func(service, operation string) CallObserver
 	// Failpoints, optional, hosts skip-lease-check and stall-before-write (package
 	// failpoint).
 	Failpoints *failpoint.Set
 	// Tracer, optional, makes a span of every call (trace.go).
 	Tracer CallTracer
 }
+
+// CallObserver is told of every call of one operation once its answer is on its way:
+// the error code ("" when it succeeded) and the time from receipt. It runs on the
+// calls' goroutines, so it must be quick and safe for concurrent use.
+type CallObserver func(code protocol.Code, d time.Duration)
 
 // EpochFence is a shared backend's side of the epoch (package internal/epoch):
 // AdoptEpoch advances the store's epoch to epoch when it is older, uses it when it is
@@ -97,10 +101,12 @@ var (
 type Primary struct {
 	svc          Service
 	cfg          Config
-	ops          []string      // sorted operation names
-	sem          chan struct{} // one token per running call, shared by every run
-	okHeader     nats.Header   // read-only, shared by every success reply
-	okHeaderSize int64         // its encoded size, which counts against the max payload
+	ops          []string                // sorted operation names
+	sem          chan struct{}           // one token per running call, shared by every run
+	okHeader     nats.Header             // read-only, shared by every success reply
+	okHeaderSize int64                   // its encoded size, which counts against the max payload
+	inline       bool                    // calls run on micro's callback (Service.Inline, no fail points)
+	observers    map[string]CallObserver // by operation, from Config.OnCall; nil without it
 
 	// role is the actor's: touched only in Receive, and by Close once no actor can run.
 	role roleState
@@ -165,6 +171,13 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		}
 	}
 	svc.Operations = maps.Clone(svc.Operations)
+	var observers map[string]CallObserver
+	if cfg.OnCall != nil {
+		observers = make(map[string]CallObserver, len(svc.Operations))
+		for name := range svc.Operations {
+			observers[name] = cfg.OnCall(svc.Name, name)
+		}
+	}
 	base, cancel := context.WithCancelCause(context.Background())
 	return &Primary{
 		svc:      svc,
@@ -174,12 +187,16 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		okHeader: nats.Header{protocol.HeaderInstance: []string{cfg.InstanceID}},
 		// "NATS/1.0\r\n" + "<key>: <value>\r\n" + "\r\n", as nats.go encodes it.
 		okHeaderSize: int64(len("NATS/1.0\r\n") + len(protocol.HeaderInstance) + 2 + len(cfg.InstanceID) + 2 + 2),
-		role:         roleState{phase: phaseIdle},
-		view:         notify.New(view{phase: phaseIdle}),
-		steps:        newCounter(),
-		base:         base,
-		cancelBase:   cancel,
-		closing:      make(chan struct{}, 1),
+		// A stall fail point must not hold up micro's callback: with fail points the
+		// calls go to workers.
+		inline:     svc.Inline && cfg.Failpoints == nil,
+		observers:  observers,
+		role:       roleState{phase: phaseIdle},
+		view:       notify.New(view{phase: phaseIdle}),
+		steps:      newCounter(),
+		base:       base,
+		cancelBase: cancel,
+		closing:    make(chan struct{}, 1),
 	}, nil
 }
 

@@ -4,7 +4,6 @@ package primaries
 // publishes replies in batches and then releases what each call held.
 
 import (
-	"encoding/json"
 	"errors"
 	"runtime"
 	"strconv"
@@ -23,16 +22,13 @@ const maxYields = 3
 // fail answers a call with the envelope of design §4.3.
 func (p *Primary) fail(r *run, j job, slot bool, e *protocol.Error) {
 	p.observe(j, e.Code)
-	p.send(answer{run: r, slot: slot, msg: p.errorMsg(j.req.Reply(), e)})
+	p.send(j, answer{run: r, slot: slot, msg: p.errorMsg(j.req.Reply(), e)})
 }
 
 // errorMsg is an error reply: micro's error headers, our code header and
 // {"error": {...}}.
 func (p *Primary) errorMsg(subject string, e *protocol.Error) *nats.Msg {
-	body, err := json.Marshal(protocol.Envelope{Error: e})
-	if err != nil { // a struct of strings and a bool always encodes
-		body = []byte(`{"error":{"code":"INTERNAL","message":"encode the error","retryable":false}}`)
-	}
+	body := protocol.Envelope{Error: e}.AppendJSON(make([]byte, 0, replySize+len(e.Message)))
 	desc := e.Message
 	if desc == "" {
 		desc = string(e.Code)
@@ -68,11 +64,18 @@ type replyQueue struct {
 	leader  bool // a goroutine is publishing; it publishes what is appended meanwhile
 }
 
-// send publishes a, or leaves it to the goroutine already publishing. Answers are
-// published with PublishMsg, not req.Respond or req.Error: micro reads the request's
-// response error after the callback returns, which races with a worker that answers
-// later.
-func (p *Primary) send(a answer) {
+// send publishes a, the answer of j, or leaves it to the goroutine already
+// publishing. Answers are published with PublishMsg, not req.Respond or req.Error:
+// micro reads the request's response error after the callback returns, which races
+// with a worker that answers later. An inline call's answer is published at once:
+// micro's callback has nothing to batch with, and yielding there would only delay the
+// next call.
+func (p *Primary) send(j job, a answer) {
+	if j.inline {
+		p.publish(a.msg)
+		p.release(a.run, a.slot)
+		return
+	}
 	q := &p.replies
 	q.mu.Lock()
 	q.pending = append(q.pending, a)

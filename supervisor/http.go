@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -44,9 +45,32 @@ func notReady(r Reporter) error {
 	return nil
 }
 
-// Handler serves /healthz, /readyz, /status and /metrics.
-func Handler(r Reporter, g prometheus.Gatherer) http.Handler {
+// HandlerOption configures Handler.
+type HandlerOption func(*http.ServeMux)
+
+// WithPprof, when on (http.pprof), also serves net/http/pprof's profiles under
+// /debug/pprof/: the index, cmdline, profile (CPU, ?seconds=N), symbol, trace and the
+// named profiles (heap, allocs, goroutine, block, mutex, threadcreate).
+func WithPprof(on bool) HandlerOption {
+	return func(mux *http.ServeMux) {
+		if !on {
+			return
+		}
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles too
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+}
+
+// Handler serves /healthz, /readyz, /status and /metrics, and what opts add.
+func Handler(r Reporter, g prometheus.Gatherer, opts ...HandlerOption) http.Handler {
 	mux := http.NewServeMux()
+	for _, opt := range opts {
+		opt(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := r.Healthy(); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)

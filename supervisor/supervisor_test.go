@@ -115,6 +115,31 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// The profiles are served only with WithPprof(true) (http.pprof), beside the rest.
+func TestHandlerPprof(t *testing.T) {
+	get := func(h http.Handler, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		b, _ := io.ReadAll(rec.Body)
+		return rec.Code, string(b)
+	}
+	for _, on := range []bool{false, true} {
+		h := Handler(reporter{ready: true}, prometheus.NewRegistry(), WithPprof(on))
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+			code, body := get(h, path)
+			switch {
+			case on && (code != 200 || body == ""):
+				t.Errorf("pprof on: %s = %d %.80q", path, code, body)
+			case !on && code != 404:
+				t.Errorf("pprof off: %s = %d, want 404", path, code)
+			}
+		}
+		if code, _ := get(h, "/healthz"); code != 200 {
+			t.Errorf("pprof %v: /healthz = %d", on, code)
+		}
+	}
+}
+
 func TestHTTPServesUntilCancelled(t *testing.T) {
 	h := NewHTTP("127.0.0.1:0", Handler(reporter{ready: true}, prometheus.NewRegistry()), zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,6 +11,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// benchInstance is the instance id the header-stamping echo of --raw stamps: 32 hex
+// digits, as long as an engine's.
+const benchInstance = "0123456789abcdef0123456789abcdef"
+
 func (c *cli) benchCommand() *cobra.Command {
 	var natsURL, jsonPath string
 	var raw bool
@@ -21,7 +25,10 @@ func (c *cli) benchCommand() *cobra.Command {
 		Long: `bench drives keyvalue or object_storage through the SDK (retry on "no responders"
 included), prints a progress line while it runs, then throughput and latency
 percentiles. With --raw it first measures plain NATS request/reply with the same
-concurrency and payload, so the engine's figures can be read against the broker's.`,
+concurrency and payload, twice: a bare echo, and an echo that stamps the
+Abi-Engine-Instance header on every reply (the work the protocol requires of any
+responder); it prints the engine's ratio to each, so the engine's figures can be read
+against the broker's.`,
 		Example: `  abi-engine bench --duration 10s --concurrency 16
   abi-engine bench --service object_storage --workload put-get --payload 65536 --json report.json`,
 		Args: cobra.NoArgs,
@@ -42,14 +49,32 @@ concurrency and payload, so the engine's figures can be read against the broker'
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			var rawReport *bench.Report
+			var rawReports []*bench.Report
 			if raw {
-				fmt.Fprintln(c.stderr, "raw NATS request/reply:")
-				if rawReport, err = bench.RawNATS(ctx, nc, cfg, bench.WithoutHistory(), bench.Progress(c.stderr, time.Second)); err != nil {
-					return runtimeError(err)
+				// The echo answers on a connection of its own, so requests and replies
+				// cross the broker between two connections as they do with an engine.
+				rc, err := connect(b, "abi-engine bench echo")
+				if err != nil {
+					return err
 				}
-				if err := rawReport.Table(c.stdout); err != nil {
-					return runtimeError(err)
+				defer rc.Close()
+				for _, run := range []struct {
+					title string
+					opts  []bench.Option
+				}{
+					{"raw NATS request/reply:", nil},
+					{"raw NATS request/reply, the reply stamped with the instance header:", []bench.Option{bench.WithInstanceHeader(benchInstance)}},
+				} {
+					fmt.Fprintln(c.stderr, run.title)
+					opts := append([]bench.Option{bench.WithResponderConn(rc), bench.WithoutHistory(), bench.Progress(c.stderr, time.Second)}, run.opts...)
+					rep, err := bench.RawNATS(ctx, nc, cfg, opts...)
+					if err != nil {
+						return runtimeError(err)
+					}
+					if err := rep.Table(c.stdout); err != nil {
+						return runtimeError(err)
+					}
+					rawReports = append(rawReports, rep)
 				}
 			}
 			tr, err := client.NewTransport(nc, client.WithDefaultTimeout(cfg.Timeout))
@@ -64,8 +89,8 @@ concurrency and payload, so the engine's figures can be read against the broker'
 			if terr := rep.Table(c.stdout); terr != nil {
 				return runtimeError(terr)
 			}
-			if rawReport != nil {
-				fmt.Fprintln(c.stdout, bench.Compare(rawReport, rep))
+			for _, r := range rawReports {
+				fmt.Fprintln(c.stdout, bench.Compare(r, rep))
 			}
 			if jsonPath != "" {
 				if werr := writeJSONFile(jsonPath, rep.WriteJSON); werr != nil {
@@ -91,7 +116,7 @@ concurrency and payload, so the engine's figures can be read against the broker'
 	f.IntVar(&cfg.PayloadBytes, "payload", cfg.PayloadBytes, "bytes of every value written")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "size of the key space")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on every call, retries included")
-	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first, for comparison")
+	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first (a bare echo and one stamping the instance header), for comparison")
 	f.StringVar(&jsonPath, "json", "", "write the JSON report to this file")
 	return cmd
 }

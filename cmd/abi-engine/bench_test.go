@@ -44,7 +44,7 @@ func TestBenchAgainstAServingEngine(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "report.json")
 	r := runCLI(t, nil, "bench", "--nats", srv.URL(), "--count", "200", "--concurrency", "4", "--raw", "--json", out)
 	wantCode(t, r, exitOK)
-	wantContains(t, "stdout", r.stdout, "keyvalue", "engine/raw NATS")
+	wantContains(t, "stdout", r.stdout, "keyvalue", "engine/raw NATS: throughput", "engine/header echo: throughput", "echo-instance-header")
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -199,7 +199,7 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 		// Up before Load: /healthz answers at once, and the engine says idle and not
 		// ready until it has loaded and serves or stands by. Bound here, so an address that cannot be
 		// served stops the start before it touches the broker.
-		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry()), log)
+		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry(), supervisor.WithPprof(cfg.HTTP.Pprof)), log)
 		if err != nil {
 			return runtimeError(fmt.Errorf("cannot serve /healthz, /readyz, /status and /metrics on %s (http.listen): %w", cfg.HTTP.Listen, err))
 		}

@@ -29,9 +29,15 @@ const callTimeout = 10 * time.Second
 // client connection.
 func servePrimary(t testing.TB, store keyvalue.Store) *nats.Conn {
 	t.Helper()
+	return serveService(t, keyvalue.Service(store))
+}
+
+// serveService is servePrimary for a service as given (Inline, for one).
+func serveService(t testing.TB, svc primaries.Service) *nats.Conn {
+	t.Helper()
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv.URL())
-	p, err := primaries.New(keyvalue.Service(store), primaries.Config{
+	p, err := primaries.New(svc, primaries.Config{
 		Conn: nc, InstanceID: "engine-kv", MaxConcurrent: 64, LeaseValid: func() bool { return true },
 	})
 	if err != nil {

@@ -1,0 +1,67 @@
+package primaries
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/abi-engine/engine/protocol"
+)
+
+// decodeSeeds are the seed corpus of FuzzDecodeRequest: the SDK's shapes and the
+// corner cases of the fast path and the strict one. They run in every go test.
+var decodeSeeds = []string{
+	`{"context":{"timeout_ms":10000},"key":"bench-key"}`,
+	`{"context":{"trace_id":"t","timeout_ms":1},"key":"k","value":"aGk=","ttl_seconds":3}`,
+	`{"key":"a","value":"","ttl_seconds":0.5}`,
+	`{ "key" : "a" , "value" : "aGk=" }`,
+	`{"prefix":"p","key":"k","content":"AAEC"}`,
+	`{"key":"a","key":"b","context":{"timeout_ms":1},"context":{"trace_id":"x"}}`,
+	`{"KEY":"a"}`, `{"Key":"a","key":"b"}`, `{"value":[104,105]}`, `{"key":"\u00e9\n"}`,
+	`{"ttl_seconds":-0}`, `{"ttl_seconds":1e400}`, `{"context":{"timeout_ms":123456789012345678901}}`,
+	`{"context":null,"key":null,"value":null}`, `null`, `[]`, `{}`, `{"key":"a"} x`, "{\"key\":\"\xff\"}",
+	`{"key":"a","x":{"KEY":1}}`, `{"context":{"timeout_ms":01}}`, `{"value":"aGk"}`,
+}
+
+// FuzzDecodeRequest holds the fast path and the strict decoder to encoding/json: what
+// the fast path decodes, encoding/json decodes the same; what the strict decoder
+// accepts, encoding/json accepts and decodes the same; and what encoding/json accepts
+// but the strict decoder refuses is a member that differs from a known one only in
+// case, or bytes given as an array.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecode[protocol.KVKeyRequest](t, data)
+		checkDecode[protocol.KVSetRequest](t, data)
+		checkDecode[protocol.KVValueRequest](t, data)
+		checkDecode[protocol.ObjectRequest](t, data)
+		checkDecode[protocol.PutObjectRequest](t, data)
+		checkDecode[protocol.ListObjectsRequest](t, data)
+	})
+}
+
+func checkDecode[T any](t *testing.T, data []byte) {
+	var viaJSON, fast, strict T
+	jsonErr := json.Unmarshal(data, &viaJSON)
+	if any(&fast).(fastDecoder).DecodeFast(data) {
+		if jsonErr != nil || !reflect.DeepEqual(fast, viaJSON) {
+			t.Fatalf("%T %q: fast path %+v, encoding/json %+v (%v)", fast, data, fast, viaJSON, jsonErr)
+		}
+	} else if !reflect.DeepEqual(fast, *new(T)) {
+		t.Fatalf("%T %q: the fast path gave up but left %+v", fast, data, fast)
+	}
+	strictErr := Decode(data, &strict)
+	switch {
+	case strictErr == nil && (jsonErr != nil || !reflect.DeepEqual(strict, viaJSON)):
+		t.Fatalf("%T %q: strict %+v, encoding/json %+v (%v)", strict, data, strict, viaJSON, jsonErr)
+	case strictErr != nil && jsonErr == nil && utf8.Valid(data): // invalid UTF-8 is refused on purpose
+		msg := strictErr.Error()
+		if !strings.Contains(msg, "case-sensitive") && !strings.Contains(msg, "base64 string, got an array") {
+			t.Fatalf("%T %q: strict refused what encoding/json took (%+v): %v", strict, data, viaJSON, strictErr)
+		}
+	}
+}

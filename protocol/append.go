@@ -1,0 +1,129 @@
+package protocol
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+)
+
+// Appenders of the reply bodies: each AppendJSON appends to b exactly the bytes
+// json.Marshal writes for the value (FuzzAppendJSON holds them to that), without
+// reflection. A string with anything encoding/json escapes is handed to encoding/json,
+// so the escaping is its own.
+
+// AppendJSON appends r as JSON.
+func (r KVGetReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"found":`...)
+	b = strconv.AppendBool(b, r.Found)
+	b = append(b, `,"value":`...)
+	b = appendBytes(b, r.Value)
+	return append(b, '}')
+}
+
+// AppendJSON appends r as JSON.
+func (r KVSetReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"set":`...)
+	b = strconv.AppendBool(b, r.Set)
+	return append(b, '}')
+}
+
+// AppendJSON appends r as JSON.
+func (r KVDeleteReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"deleted":`...)
+	b = strconv.AppendBool(b, r.Deleted)
+	return append(b, '}')
+}
+
+// AppendJSON appends r as JSON.
+func (r KVExistsReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"exists":`...)
+	b = strconv.AppendBool(b, r.Exists)
+	return append(b, '}')
+}
+
+// AppendJSON appends {}.
+func (Empty) AppendJSON(b []byte) []byte { return append(b, "{}"...) }
+
+// AppendJSON appends r as JSON.
+func (r GetObjectReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"content":`...)
+	b = appendBytes(b, r.Content)
+	return append(b, '}')
+}
+
+// AppendJSON appends r as JSON.
+func (r ListObjectsReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"keys":`...)
+	if r.Keys == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, k := range r.Keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// AppendJSON appends r as JSON.
+func (r ObjectMetadataReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"size":`...)
+	b = strconv.AppendInt(b, r.Size, 10)
+	b = append(b, `,"modified_at":`...)
+	b = appendString(b, r.ModifiedAt)
+	return append(b, '}')
+}
+
+// AppendJSON appends the error envelope as JSON.
+func (e Envelope) AppendJSON(b []byte) []byte {
+	b = append(b, `{"error":`...)
+	if e.Error == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"code":`...)
+		b = appendString(b, string(e.Error.Code))
+		b = append(b, `,"message":`...)
+		b = appendString(b, e.Error.Message)
+		b = append(b, `,"retryable":`...)
+		b = strconv.AppendBool(b, e.Error.Retryable)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// SizeJSON is about how many bytes AppendJSON writes for a reply of n value bytes, to
+// size the buffer once.
+func SizeJSON(n int) int { return 48 + base64.StdEncoding.EncodedLen(n) }
+
+// appendBytes appends v as encoding/json writes a []byte: null, or a base64 string.
+func appendBytes(b, v []byte) []byte {
+	if v == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, v)
+	return append(b, '"')
+}
+
+// appendString appends s as a JSON string. Printable ASCII that encoding/json leaves
+// alone is copied; anything else (a quote, a backslash, control characters, the HTML
+// characters <, > and &, any non-ASCII) goes through json.Marshal.
+func appendString(b []byte, s string) []byte {
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c < 0x20, c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			q, err := json.Marshal(s)
+			if err != nil { // a string always encodes
+				panic(err)
+			}
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
