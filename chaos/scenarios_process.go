@@ -193,23 +193,7 @@ func pauseHolder(h *harness) error {
 		}
 		cur = standby
 	}
-	if err := h.stopTraffic(); err != nil {
-		return err
-	}
-	want[cur] = 0
-	if err := cur.p.Terminate(); err != nil {
-		return err
-	}
-	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
-		return err
-	}
-	for i, m := range successors {
-		pcs[i].successor = m.id()
-	}
-	h.check(pauseVerdicts(h.history(), h.leaseEvents(), h.cycleList(), pcs, h.lease)...)
-	h.historyChecks(0)
-	h.exitCodes(want)
-	return nil
+	return h.endPauses(cur, want, pcs, successors)
 }
 
 // pauseCycle is what one cycle of pause-holder did: when it stopped and resumed the
@@ -242,4 +226,27 @@ func pauseVerdicts(hist []bench.Op, events []check.LeaseEvent, cycles check.Cycl
 		return check.AnsweredAfterTakeover(calls, faults, moment)
 	})...)
 	return out
+}
+
+// endPauses ends a scenario of paused holders (pause-holder, zombie-write): the traffic
+// stops, the last holder, cur, hands over to nobody, and the cycles are judged: each
+// pause of pcs with its successor, the history, and the exit codes want.
+func (h *harness) endPauses(cur *procMember, want map[*procMember]int, pcs []pauseCycle, successors []*procMember) error {
+	if err := h.stopTraffic(); err != nil {
+		return err
+	}
+	want[cur] = 0
+	if err := cur.p.Terminate(); err != nil {
+		return err
+	}
+	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
+		return err
+	}
+	for i, m := range successors {
+		pcs[i].successor = m.id()
+	}
+	h.check(pauseVerdicts(h.history(), h.leaseEvents(), h.cycleList(), pcs, h.lease)...)
+	h.historyChecks(0)
+	h.exitCodes(want)
+	return nil
 }

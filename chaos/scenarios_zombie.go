@@ -124,23 +124,7 @@ func zombieWrite(h *harness) error {
 		}
 		cur = standby
 	}
-	if err := h.stopTraffic(); err != nil {
-		return err
-	}
-	want[cur] = 0
-	if err := cur.p.Terminate(); err != nil {
-		return err
-	}
-	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
-		return err
-	}
-	for i, m := range successors {
-		pcs[i].successor = m.id()
-	}
-	h.check(pauseVerdicts(h.history(), h.leaseEvents(), h.cycleList(), pcs, h.lease)...)
-	h.historyChecks(0)
-	h.exitCodes(want)
-	return nil
+	return h.endPauses(cur, want, pcs, successors)
 }
 
 // writeThrough writes a fresh value to key until the successor answers one: a call the
