@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -127,7 +126,8 @@ func (b *Budget) Serve(ctx context.Context) error {
 	}
 }
 
-func (b *Budget) String() string { return fmt.Sprintf("session budget (%d bytes)", b.total) }
+// String names the trimmer in the supervision tree.
+func (b *Budget) String() string { return "session budget" }
 
 // ClientOf is the client a request came from, by its reply subject: nats.go answers
 // every request of a connection on one inbox prefix (_INBOX.<id>.<token>), so the
