@@ -50,7 +50,11 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 		}
 		e.log.Info("nats.url is empty and no NATS server answers at nats.embedded.listen: starting the embedded one", zap.String("url", url))
 	}
-	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log)
+	login, err := natsauth.LoginOf(n)
+	if err != nil {
+		return "", fmt.Errorf("engine: embedded broker: %w", err)
+	}
+	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log, supervisor.BrokerAuth(login))
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/abi-engine/engine/config"
 )
@@ -58,6 +59,47 @@ func Options(n config.NATS) ([]nats.Option, error) {
 		opts = append(opts, nats.UserInfoHandler(func() (string, string) { return user, pw() }))
 	}
 	return opts, nil
+}
+
+// Login is the one login of the configuration as the embedded broker takes it: the
+// token, user and password, or public nkey the engine itself connects with. The zero
+// value (no login, or a .creds file, which needs an operator the embedded broker does
+// not have) requires none.
+type Login struct {
+	Token, User, Password, NKey string
+}
+
+// LoginOf reads n's login files for the embedded broker; an error names the key.
+func LoginOf(n config.NATS) (Login, error) {
+	var l Login
+	var err error
+	switch {
+	case n.TokenFile != "":
+		l.Token, err = config.ReadSecret(n.TokenFile)
+		if err != nil {
+			return l, fmt.Errorf("nats.token_file %s: %w", n.TokenFile, err)
+		}
+	case n.User != "":
+		l.User = n.User
+		l.Password, err = config.ReadSecret(n.PasswordFile)
+		if err != nil {
+			return l, fmt.Errorf("nats.password_file %s: %w", n.PasswordFile, err)
+		}
+	case n.NKeySeedFile != "":
+		seed, err := config.ReadSecret(n.NKeySeedFile)
+		if err != nil {
+			return l, fmt.Errorf("nats.nkey_seed_file %s: %w", n.NKeySeedFile, err)
+		}
+		kp, err := nkeys.FromSeed([]byte(seed))
+		if err != nil {
+			return l, fmt.Errorf("nats.nkey_seed_file %s: not an nkey seed", n.NKeySeedFile)
+		}
+		defer kp.Wipe()
+		if l.NKey, err = kp.PublicKey(); err != nil {
+			return l, fmt.Errorf("nats.nkey_seed_file %s: %w", n.NKeySeedFile, err)
+		}
+	}
+	return l, nil
 }
 
 // secret reads the file at path now, and returns what reads it again at each connect,

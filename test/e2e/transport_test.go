@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/abi-engine/engine/internal/natstest"
@@ -124,5 +125,24 @@ func TestConfigCheckNamesAMissingCertificate(t *testing.T) {
 	code, out := runCommand(t, dir, nil, "config", "check", "--config", path)
 	if code != 2 || !strings.Contains(out, "nats.tls.cert_file") || !strings.Contains(out, "gone.pem") {
 		t.Fatalf("config check: exit %d, want 2 naming nats.tls.cert_file and the file\n%s", code, out)
+	}
+}
+
+// TestEmbeddedBrokerTakesTheEnginesLogin: with nats.url empty and a token file, the
+// embedded broker requires that token: the engine serves through it, the CLI with the
+// same configuration reaches it, and a connection without the token is refused.
+func TestEmbeddedBrokerTakesTheEnginesLogin(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	tok := secretFile(t, dir, "token", "dev-t0ken\n")
+	p := start(t, "engine", engineConfig{HTTPPort: freePort(t), WorkingDir: dir, KeyValue: "memory", Objects: "memory",
+		NATSYAML: fmt.Sprintf("  embedded: {listen: \"127.0.0.1:%d\", store_dir: %q}\n  token_file: %q\n", port, filepath.Join(dir, "nats"), tok)})
+	p.waitState("serving", 20*time.Second)
+	if code, out := runCommand(t, dir, nil, "status"); code != 0 || !strings.Contains(out, p.instanceID()) {
+		t.Fatalf("status with the same configuration: exit %d\n%s", code, out)
+	}
+	if nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("the embedded broker took a connection without the token")
 	}
 }
