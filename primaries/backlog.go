@@ -11,9 +11,11 @@ import (
 // retryable RESOURCE_EXHAUSTED, so a flood gets an answer for every call it sends
 // (issue 15: 1,908 of 3,000 large requests went unanswered).
 
-// Bounds of the backlog: calls, and their bytes, waiting for a slot.
+// Bounds of the backlog: calls, and their bytes, waiting for a slot. The count is
+// generous, since a burst of small calls is ordinary traffic (a takeover hands the new
+// holder every caller's resent call at once); the bytes are what bound the memory.
 const (
-	minBacklog        = 256
+	minBacklog        = 4096
 	maxBacklogBytes   = 32 << 20
 	pendingMsgsLimit  = 65536    // per endpoint subscription, explicit (nats.go: 500,000)
 	pendingBytesLimit = 64 << 20 // per endpoint subscription, explicit (nats.go: 64 MiB)
@@ -25,8 +27,8 @@ type queued struct {
 	j job
 }
 
-// backlogSize is the calls that may wait: four per slot, at least minBacklog.
-func backlogSize(maxConcurrent int) int { return max(minBacklog, 4*maxConcurrent) }
+// backlogSize is the calls that may wait: sixteen per slot, at least minBacklog.
+func backlogSize(maxConcurrent int) int { return max(minBacklog, 16*maxConcurrent) }
 
 // enqueue puts j in the backlog, or refuses it when the backlog is full. The caller
 // found every slot taken.

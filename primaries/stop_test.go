@@ -32,7 +32,7 @@ func TestStopAnswersEveryQueuedCallBeforeSessionsFinish(t *testing.T) {
 	// The calls wait for the only slot in the backlog, and those beyond it are refused
 	// RESOURCE_EXHAUSTED (backlog.go); any the broker still holds queue in the
 	// subscription's buffer, uncounted.
-	const queued = 300
+	const queued = 300 // fewer than the backlog holds
 	results := make([]<-chan result, queued)
 	for i := range results {
 		results[i] = callAsync(client, "echo", strconv.Itoa(i))

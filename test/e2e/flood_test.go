@@ -27,7 +27,9 @@ func TestAFloodOfLargeRequestsGetsAnAnswerForEach(t *testing.T) {
 		valueLen = 97 << 10 // ~130 KB once base64 in JSON
 	)
 	srv := natstest.Start(t)
-	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t),
+	// A lease long enough that a machine loaded by the flood (and other tests) does not
+	// fence the engine; if it does, its refusals are retryable UNAVAILABLE, accepted.
+	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), Lease: 10,
 		// One call at a time, so the engine falls behind the flood for certain.
 		NATSYAML: "  max_concurrent_requests: 1\n"})
 	p.waitState("serving", 20*time.Second)
@@ -47,7 +49,7 @@ func TestAFloodOfLargeRequestsGetsAnAnswerForEach(t *testing.T) {
 			code = "OK"
 		} else {
 			var env protocol.Envelope
-			if json.Unmarshal(m.Data, &env) == nil && env.Error != nil && code == string(protocol.ResourceExhausted) && !env.Error.Retryable {
+			if json.Unmarshal(m.Data, &env) == nil && env.Error != nil && !env.Error.Retryable {
 				code += " (not retryable)"
 			}
 		}
@@ -94,8 +96,9 @@ func TestAFloodOfLargeRequestsGetsAnAnswerForEach(t *testing.T) {
 		t.Errorf("%d requests were dropped (counted); the engine should have refused them", requests-answered)
 	}
 	for code := range codes {
-		if code != "OK" && code != string(protocol.ResourceExhausted) {
-			t.Errorf("answers %s: %s is neither success nor a retryable RESOURCE_EXHAUSTED", got, code)
+		// UNAVAILABLE, retryable, is a lease check that failed under load: nothing ran.
+		if code != "OK" && code != string(protocol.ResourceExhausted) && code != string(protocol.Unavailable) {
+			t.Errorf("answers %s: %s is neither success nor a retryable refusal", got, code)
 		}
 	}
 	if strings.Contains(p.out.String(), "slow consumer, messages dropped") {
