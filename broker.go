@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/natsauth"
 	"github.com/abi-engine/engine/supervisor"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -35,7 +36,11 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 		if err != nil {
 			break // port 0: nowhere to look; this engine hosts the broker
 		}
-		found, err := supervisor.Probe(ctx, e.connConfig(url, "probe"))
+		cc, err := e.connConfig(url, "probe")
+		if err != nil {
+			return "", err
+		}
+		found, err := supervisor.Probe(ctx, cc)
 		if err != nil {
 			return "", fmt.Errorf("engine: nats.url is empty, so this auto engine looked for a NATS server at %s (nats.embedded.listen): %w", n.Embedded.Listen, err)
 		}
@@ -45,7 +50,11 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 		}
 		e.log.Info("nats.url is empty and no NATS server answers at nats.embedded.listen: starting the embedded one", zap.String("url", url))
 	}
-	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log)
+	login, err := natsauth.LoginOf(n)
+	if err != nil {
+		return "", fmt.Errorf("engine: embedded broker: %w", err)
+	}
+	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log, supervisor.BrokerAuth(login))
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}
@@ -65,16 +74,26 @@ func (e *Engine) useBroker(url string) string {
 	return url
 }
 
-func (e *Engine) connConfig(url, purpose string) supervisor.ConnConfig {
+func (e *Engine) connConfig(url, purpose string) (supervisor.ConnConfig, error) {
+	// natsauth adds nats.credentials with the other logins.
+	opts, err := natsauth.Options(e.cfg.NATS)
+	if err != nil {
+		return supervisor.ConnConfig{}, fmt.Errorf("engine: connect to NATS: %w", err)
+	}
 	return supervisor.ConnConfig{
 		URL:            url,
 		Name:           fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
-		Credentials:    e.cfg.NATS.Credentials,
+		Options:        opts,
+		OnAsyncError:   e.metrics.asyncError,
 		Timeout:        e.cfg.NATS.ClientTimeout(),
 		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
-	}
+	}, nil
 }
 
 func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
-	return supervisor.Dial(ctx, e.connConfig(url, purpose), e.log)
+	cc, err := e.connConfig(url, purpose)
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.Dial(ctx, cc, e.log)
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
 )
 
 // metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (design §4.5).
@@ -33,6 +35,7 @@ type metrics struct {
 	panicCount     atomic.Uint64 // the sum of panics, for /status
 	loadSeconds    prometheus.Gauge
 	clientCounters *client.Counters
+	nats           *natsEvents // slow consumers and permission violations (natsevents.go)
 
 	mu  sync.Mutex
 	set *servingSet // for in-flight calls and open sessions
@@ -79,6 +82,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
 		clientCounters: client.NewCounters(),
+		nats:           newNATSEvents(engineLog(e)),
 	}
 	// The collectors every Go service exposes (design §4.5). An embedder's registry
 	// (WithRegistry) may hold them already.
@@ -88,13 +92,16 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m} {
+		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m.nats, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
 }
+
+// asyncError is every connection's supervisor.ConnConfig.OnAsyncError.
+func (m *metrics) asyncError(sub *nats.Subscription, err error) { m.nats.asyncError(sub, err) }
 
 // leaseEvent counts a lease event (the ownership actor's OnEvent).
 func (m *metrics) leaseEvent(ev lease.Event) {
@@ -212,4 +219,12 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Retries), "retries")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.GiveUps), "give_ups")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.NoResponders), "no_responders")
+}
+
+// engineLog is e's logger; a Nop for the metrics of no engine (a test's).
+func engineLog(e *Engine) *zap.Logger {
+	if e == nil || e.log == nil {
+		return zap.NewNop()
+	}
+	return e.log
 }

@@ -80,13 +80,14 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	own := e.ownership
 	// The transfer hosts check the lease before every operation, as the primaries do
 	// before every call (design §5.8).
+	limits := e.sessionLimits()
 	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{
-		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: e.log,
+		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: e.log, Limits: limits,
 	})
 	if err != nil {
 		return set, fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log)
+	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log, limits)
 	if err != nil {
 		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/abi-engine/engine/config"
@@ -36,6 +37,8 @@ type Status struct {
 	Backends []BackendStatus `json:"backends"`
 	// ActorPanics counts the actor panics recovered since the engine started.
 	ActorPanics uint64 `json:"actor_panics"`
+	// NotReady says why /readyz answers 503; empty when it answers 200.
+	NotReady string `json:"not_ready,omitempty"`
 }
 
 // BackendStatus is one backend in GET /status.
@@ -111,6 +114,9 @@ func (e *Engine) status() Status {
 			s.Lease.Holder = &h
 		}
 	}
+	if err := e.Readiness(); err != nil {
+		s.NotReady = err.Error()
+	}
 	return s
 }
 
@@ -139,6 +145,11 @@ func (e *Engine) Status() any { return e.status() }
 // update proceeds.
 func (e *Engine) Ready() bool { return e.Readiness() == nil }
 
+// ErrPermissionDenied is the readiness of a serving engine the broker refused a
+// subscription or a publish it needs: calls on those subjects go unanswered, so it is
+// not ready until it is restarted with the permissions docs/security.md lists.
+var ErrPermissionDenied = errors.New("the NATS broker refused permissions this engine needs (docs/security.md) on")
+
 // errLoading is the readiness of an engine whose Load has not returned.
 var errLoading = errors.New("engine: loading")
 
@@ -157,6 +168,9 @@ func (e *Engine) Readiness() error {
 			if down := set.backendsDown(); len(down) > 0 {
 				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
 			}
+		}
+		if denied := e.metrics.nats.deniedSubjects(); len(denied) > 0 {
+			return fmt.Errorf("engine: serving, but %w: %s", ErrPermissionDenied, strings.Join(denied, ", "))
 		}
 		return nil
 	case StateStandby, StateClient:

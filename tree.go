@@ -27,14 +27,15 @@ const (
 	svcService  = "service"  // the connection every member uses
 	svcClient   = "client"   // a client engine's connection
 	svcBackends = "backends" // the serving set's backends and their health probes
+	svcBudget   = "budget"   // the sessions' memory budget: its trimmer (limits.go)
 )
 
 // stopOrder is the order teardown stops the services in. suture stops a tree's
 // children all at once, with no order; teardown removes them one by one: the control
 // subjects first (no step-down begins behind the teardown), the actors (the members
 // answer what they received while the connections are open), then the backends they
-// used, the connections, and the broker under everything last.
-var stopOrder = []string{svcControl, svcActors, svcBackends, svcService, svcClient, svcLease, svcBroker}
+// used, the sessions' budget, the connections, and the broker under everything last.
+var stopOrder = []string{svcControl, svcActors, svcBackends, svcBudget, svcService, svcClient, svcLease, svcBroker}
 
 // Bounds of the teardown. Each service bounds its own stop; removeBound, past them,
 // only keeps a service that hangs from holding the engine for ever.

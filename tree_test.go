@@ -45,7 +45,7 @@ func TestOneTreeHoldsTheEngineAndStopsItInOrder(t *testing.T) {
 	callers := sup.Add(idle{})
 	e := newEngine(t, c, engine.WithLogger(zap.New(core)), engine.WithSupervisor(sup))
 	load(t, e)
-	want := []string{"actors", "backends", "callers", "control", "embedded nats-server", "nats lease", "nats service"}
+	want := []string{"actors", "backends", "callers", "control", "embedded nats-server", "nats lease", "nats service", "session budget"}
 	if got := serviceNames(sup); !slices.Equal(got, want) {
 		t.Fatalf("the tree holds %v, want %v", got, want)
 	}
@@ -61,7 +61,7 @@ func TestOneTreeHoldsTheEngineAndStopsItInOrder(t *testing.T) {
 	for _, l := range logs.FilterMessage("service stopped").All() {
 		order = append(order, fmt.Sprint(l.ContextMap()["service"]))
 	}
-	if want := []string{"control", "actors", "backends", "service", "lease", "broker"}; !slices.Equal(order, want) {
+	if want := []string{"control", "actors", "backends", "budget", "service", "lease", "broker"}; !slices.Equal(order, want) {
 		t.Fatalf("the engine's services stopped in the order %v, want %v", order, want)
 	}
 	if err := sup.RemoveAndWait(callers, 10*time.Second); err != nil {

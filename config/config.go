@@ -78,6 +78,7 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	// Telemetry is in telemetry.go.
 	Telemetry Telemetry `yaml:"telemetry"`
+	Limits    Limits    `yaml:"limits"`
 
 	// path is the file the configuration was read from ("" when none was).
 	path string
@@ -105,7 +106,79 @@ type NATS struct {
 	// ConnectTimeoutSeconds bounds the first connection at start; after it the engine
 	// reconnects for ever.
 	ConnectTimeoutSeconds float64 `yaml:"connect_timeout_seconds"`
+	// TLS is the connection's TLS: a private CA, a client certificate (mTLS).
+	TLS TLS `yaml:"tls"`
+	// NKeySeedFile, TokenFile and User with PasswordFile are the other ways to log in
+	// (besides Credentials); at most one is set. The secrets stay in their files and
+	// are read when the engine connects, never printed.
+	NKeySeedFile string `yaml:"nkey_seed_file"`
+	TokenFile    string `yaml:"token_file"`
+	User         string `yaml:"user"`
+	PasswordFile string `yaml:"password_file"`
 }
+
+// TLS is the nats.tls block. With none of it set, a tls:// URL is verified against the
+// system's roots.
+type TLS struct {
+	// CAFile is a PEM bundle of the CAs the server's certificate is verified against.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate and its key (PEM), for a server
+	// that verifies clients (mTLS); both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify accepts any server certificate: for a test bench only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// Enabled reports whether any TLS setting is made.
+func (t TLS) Enabled() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify
+}
+
+// Limits is the limits block: the memory an engine gives transfer sessions and parked
+// replies, and how long a session may live. docs/operations.md sizes a pod from it.
+type Limits struct {
+	// MemoryMiB bounds what every transfer session and parked reply hold together.
+	MemoryMiB int `yaml:"memory_mib"`
+	// ClientMemoryMiB is one client's share of MemoryMiB.
+	ClientMemoryMiB int `yaml:"client_memory_mib"`
+	// SessionMemoryMiB bounds one session: the largest object a transfer moves.
+	SessionMemoryMiB int `yaml:"session_memory_mib"`
+	// Sessions bounds the sessions open at once per host; ClientSessions per client.
+	Sessions       int `yaml:"sessions"`
+	ClientSessions int `yaml:"client_sessions"`
+	// SessionIdleSeconds closes a session no call touched for that long;
+	// SessionMaxSeconds closes any session that long after it opened.
+	SessionIdleSeconds float64 `yaml:"session_idle_seconds"`
+	SessionMaxSeconds  float64 `yaml:"session_max_seconds"`
+}
+
+// RuntimeHeadroomMiB is what an engine needs besides its session budget: the Go
+// runtime, NATS buffers, the micro services' queues and the backends' clients. An
+// engine's memory limit (GOMEMLIMIT) is the budget plus this; docs/operations.md sizes
+// a pod from both.
+const RuntimeHeadroomMiB = 128
+
+// Bytes are the budget of sessions in bytes.
+func (l Limits) Bytes() int64 { return int64(l.MemoryMiB) << 20 }
+
+// ClientBytes is one client's share in bytes.
+func (l Limits) ClientBytes() int64 { return int64(l.ClientMemoryMiB) << 20 }
+
+// SessionBytes is one session's limit in bytes.
+func (l Limits) SessionBytes() int64 { return int64(l.SessionMemoryMiB) << 20 }
+
+// SessionIdle is the idle expiry of a session.
+func (l Limits) SessionIdle() time.Duration { return seconds(l.SessionIdleSeconds) }
+
+// SessionMax is the maximum lifetime of a session.
+func (l Limits) SessionMax() time.Duration { return seconds(l.SessionMaxSeconds) }
+
+// RuntimeMemoryLimit is the soft memory limit the binary gives the Go runtime (unless
+// GOMEMLIMIT is set): the budget plus RuntimeHeadroomMiB, so the collector works
+// harder before the process approaches its pod's limit instead of letting garbage
+// double the heap.
+func (l Limits) RuntimeMemoryLimit() int64 { return int64(l.MemoryMiB+RuntimeHeadroomMiB) << 20 }
 
 // Embedded is the embedded NATS server, started when nats.url is empty.
 type Embedded struct {
@@ -231,6 +304,15 @@ func Default() *Config {
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
 		Log:       Log{Level: "info", Format: LogFormatAuto},
 		Telemetry: defaultTelemetry(),
+		Limits: Limits{
+			MemoryMiB:          256,
+			ClientMemoryMiB:    64,
+			SessionMemoryMiB:   64,
+			Sessions:           64,
+			ClientSessions:     8,
+			SessionIdleSeconds: 60,
+			SessionMaxSeconds:  900,
+		},
 	}
 }
 

@@ -45,6 +45,20 @@
 //
 // nats.credentials (default ""): path of a NATS .creds file; empty connects without one.
 //
+// nats.tls.ca_file, nats.tls.cert_file, nats.tls.key_file (default ""): PEM files of
+// the CAs the server's certificate is verified against (a private CA), and of the client
+// certificate and its key for a server that verifies clients (mTLS); cert_file and
+// key_file go together. nats.tls.insecure_skip_verify (default false) accepts any server
+// certificate, for a test bench only. Any of them makes the connection TLS; with
+// nats.url empty (the embedded broker, which listens without TLS) they are an error.
+//
+// nats.nkey_seed_file, nats.token_file, nats.user with nats.password_file (default ""):
+// the other ways to log in besides nats.credentials; at most one of the four is set. Each
+// names a file holding the secret (an nkey user seed, a token, the user's password), read
+// when the engine connects; its content is never printed. Kubernetes mounts them from a
+// Secret. The embedded broker, when the engine starts it, requires the same login, so a
+// development setup rehearses the production one.
+//
 // nats.client_timeout_seconds (default 10): how long a client call waits for its reply;
 // a finite number greater than 0.
 //
@@ -117,6 +131,19 @@
 // http.pprof (default false): true also serves net/http/pprof's profiles under
 // /debug/pprof/ on that server (docs/performance.md has the recipe); it needs
 // http.listen.
+//
+// limits.memory_mib (default 256): the memory every transfer session and parked reply
+// hold together, in MiB, 16 to 1048576; beyond it a call is refused RESOURCE_EXHAUSTED
+// (retryable). limits.client_memory_mib (default 64) is one client's share of it, at
+// most limits.memory_mib, and limits.session_memory_mib (default 64) one session's (the
+// largest object a transfer moves; PAYLOAD_TOO_LARGE beyond), at most the client's share.
+// A client is the connection a call comes from. limits.sessions (default 64) bounds the
+// sessions open at once, 1 to 4096, and limits.client_sessions (default 8) one client's,
+// 1 to limits.sessions. limits.session_idle_seconds (default 60) closes a session no call
+// touched for that long; limits.session_max_seconds (default 900), at least the idle
+// time, closes any session that long after it opened. The binary gives the Go runtime a
+// soft memory limit of limits.memory_mib plus 128 MiB unless GOMEMLIMIT is set;
+// docs/operations.md sizes a pod from it.
 //
 // log.level (default info): debug, info, warn or error.
 //

@@ -13,7 +13,8 @@ import (
 // configuration names, which Load leaves to the engine's start (an engine started
 // with a credentials file that cannot be read fails to connect, exit 1), and reports
 // their problems with every other one: nats.credentials must be a regular file this
-// process can read.
+// process can read, and so must every file of nats.tls, nats.nkey_seed_file, nats.token_file
+// and nats.password_file, each parsed as the engine would.
 func Check(path string, env func(string) string, overrides ...Override) (*Config, error) {
 	data, path, err := read(path)
 	if err != nil {
@@ -32,7 +33,7 @@ func (c *Config) fileIssues() []Issue {
 			issues = append(issues, c.issue(keyCredentials, strconv.Quote(p), "must be a NATS .creds file this process can read: "+err.Error()))
 		}
 	}
-	return issues
+	return append(issues, c.authFileIssues()...)
 }
 
 // readable opens path and closes it again, after making sure it is a regular file

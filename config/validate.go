@@ -119,6 +119,20 @@ const (
 	keyObjReplicas     = "services.object_storage.replicas"
 	keyHTTPListen      = "http.listen"
 	keyHTTPPprof       = "http.pprof"
+	keyTLSCA           = "nats.tls.ca_file"
+	keyTLSCert         = "nats.tls.cert_file"
+	keyTLSKey          = "nats.tls.key_file"
+	keyNKeySeed        = "nats.nkey_seed_file"
+	keyTokenFile       = "nats.token_file"
+	keyUser            = "nats.user"
+	keyPasswordFile    = "nats.password_file"
+	keyLimitsMemory    = "limits.memory_mib"
+	keyLimitsClient    = "limits.client_memory_mib"
+	keyLimitsSession   = "limits.session_memory_mib"
+	keyLimitsSessions  = "limits.sessions"
+	keyLimitsClientSes = "limits.client_sessions"
+	keyLimitsIdle      = "limits.session_idle_seconds"
+	keyLimitsMax       = "limits.session_max_seconds"
 	keyLogLevel        = "log.level"
 	keyLogFormat       = "log.format"
 	ruleRole           = "must be serve, client or auto"
@@ -246,8 +260,10 @@ func (c *Config) check(issues []Issue) []Issue {
 		bad(keyStandby, q(string(e.Standby)), ruleStandby)
 	}
 
+	issues = c.checkAuth(issues)
 	issues = c.checkKeyValue(issues)
 	issues = c.checkObjectStorage(issues)
+	issues = c.checkLimits(issues)
 
 	if c.HTTP.Listen != "" && !validListen(c.HTTP.Listen) {
 		bad(keyHTTPListen, q(c.HTTP.Listen), ruleHTTPListen)

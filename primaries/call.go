@@ -77,8 +77,9 @@ func (r *run) finished(ctx context.Context, draining bool) error {
 }
 
 // handler is the micro callback of one endpoint. micro runs it for one call at a time,
-// so it only counts the call, waits for a slot and hands the call to a worker, or, for
-// an inline service, runs it there.
+// so it only counts the call, takes a slot and hands the call to a worker, or, for an
+// inline service, runs it there; with every slot taken the call waits in the backlog
+// (backlog.go), never the callback.
 func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 	observe := p.observers[name]
 	return micro.HandlerFunc(func(req micro.Request) {
@@ -90,12 +91,8 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 		select {
 		case p.sem <- struct{}{}: // the common case: a slot is free
 		default:
-			select {
-			case p.sem <- struct{}{}:
-			case <-r.ctx.Done():
-				p.refuse(r, j, false)
-				return
-			}
+			p.enqueue(r, j)
+			return
 		}
 		if r.ctx.Err() != nil {
 			p.refuse(r, j, true)

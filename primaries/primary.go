@@ -103,6 +103,7 @@ type Primary struct {
 	cfg          Config
 	ops          []string                // sorted operation names
 	sem          chan struct{}           // one token per running call, shared by every run
+	backlog      chan queued             // calls waiting for a slot (backlog.go)
 	okHeader     nats.Header             // read-only, shared by every success reply
 	okHeaderSize int64                   // its encoded size, which counts against the max payload
 	inline       bool                    // calls run on micro's callback (Service.Inline, no fail points)
@@ -120,9 +121,10 @@ type Primary struct {
 	closing    chan struct{} // held by the Close under way
 
 	// The hot path's own.
-	replies    replyQueue
-	running    atomic.Int64 // calls executing their operation right now
-	maxPayload atomic.Int64 // the broker's max payload as last read from the connection
+	replies      replyQueue
+	running      atomic.Int64 // calls executing their operation right now
+	maxPayload   atomic.Int64 // the broker's max payload as last read from the connection
+	backlogBytes atomic.Int64 // the bytes of the calls in the backlog
 }
 
 // view is a published snapshot of the primary, read by the methods (InFlight, the
@@ -184,6 +186,7 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		cfg:      cfg,
 		ops:      slices.Sorted(maps.Keys(svc.Operations)),
 		sem:      make(chan struct{}, cfg.MaxConcurrent),
+		backlog:  make(chan queued, backlogSize(cfg.MaxConcurrent)),
 		okHeader: nats.Header{protocol.HeaderInstance: []string{cfg.InstanceID}},
 		// "NATS/1.0\r\n" + "<key>: <value>\r\n" + "\r\n", as nats.go encodes it.
 		okHeaderSize: int64(len("NATS/1.0\r\n") + len(protocol.HeaderInstance) + 2 + len(cfg.InstanceID) + 2 + 2),

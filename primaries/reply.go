@@ -132,7 +132,7 @@ func (p *Primary) publish(m *nats.Msg) {
 // count.
 func (p *Primary) release(r *run, slot bool) {
 	if slot {
-		<-p.sem
+		p.next() // to the oldest call waiting, or freed
 	}
 	r.calls.done()
 }

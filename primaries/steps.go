@@ -114,7 +114,8 @@ func (p *Primary) addService(r *run) (micro.Service, error) {
 	}
 	for _, name := range p.ops {
 		subject := protocol.ServiceSubject(p.svc.Name, name)
-		if err := ms.AddEndpoint(name, p.handler(r, name, p.svc.Operations[name]), micro.WithEndpointSubject(subject)); err != nil {
+		if err := ms.AddEndpoint(name, p.handler(r, name, p.svc.Operations[name]), micro.WithEndpointSubject(subject),
+			micro.WithEndpointPendingLimits(pendingMsgsLimit, pendingBytesLimit)); err != nil {
 			_ = ms.Stop()
 			return nil, fmt.Errorf("primaries: add endpoint %s: %w", subject, err)
 		}

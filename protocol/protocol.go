@@ -71,7 +71,7 @@ func (c Code) HTTPStatus() int {
 // errors.As work the same on both sides of a NATS call.
 //
 // Retryable true means exactly "nothing ran": the call changed nothing anywhere, so it
-// may be sent again as it is (design §5.8). Only Refused makes one; a failure of
+// may be sent again as it is (design §5.8). Only Refused and Exhausted make one; a failure of
 // unknown outcome (a lost ack, a commit whose result never came back) is never
 // retryable, whatever its code.
 type Error struct {
@@ -93,6 +93,13 @@ func Errorf(code Code, format string, args ...any) *Error {
 // (a write the store answered with a refusal, a read, which applies nothing).
 func Refused(format string, args ...any) *Error {
 	return &Error{Code: Unavailable, Message: fmt.Sprintf(format, args...), Retryable: true}
+}
+
+// Exhausted builds RESOURCE_EXHAUSTED for a call refused before it ran because a limit
+// of the engine is reached (calls queued, session memory): retryable, since nothing
+// ran, but a caller should back off before it sends it again.
+func Exhausted(format string, args ...any) *Error {
+	return &Error{Code: ResourceExhausted, Message: fmt.Sprintf(format, args...), Retryable: true}
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }

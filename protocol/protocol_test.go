@@ -50,6 +50,9 @@ func TestOnlyRefusedIsRetryable(t *testing.T) {
 	if e := Refused("lease not confirmed %d", 1); !e.Retryable || e.Code != Unavailable || e.Message != "lease not confirmed 1" {
 		t.Errorf("Refused = %+v, want UNAVAILABLE, retryable, with the message", e)
 	}
+	if e := Exhausted("full %d", 1); !e.Retryable || e.Code != ResourceExhausted || e.Message != "full 1" {
+		t.Errorf("Exhausted = %+v, want RESOURCE_EXHAUSTED, retryable, with the message", e)
+	}
 }
 
 func TestCodes(t *testing.T) {

@@ -74,6 +74,7 @@ type (
 	// host). It is answered on done.
 	parkCall struct {
 		data      []byte
+		client    string          // ClientOf the request's reply subject
 		done      chan parkResult // buffered: the actor never waits for the caller
 		abandoned atomic.Bool
 	}

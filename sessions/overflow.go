@@ -29,10 +29,18 @@ type OverflowConfig struct {
 	// MaxReplyBytes is the largest reply that is parked; a larger one is answered
 	// PAYLOAD_TOO_LARGE.
 	MaxReplyBytes int64
-	// MaxBufferedBytes bounds all parked replies together.
+	// MaxSessionsPerClient bounds the parked replies of one client.
+	MaxSessionsPerClient int
+	// Budget is TransferConfig.Budget: the engine shares one between its hosts.
+	Budget *Budget
+	// MaxBufferedBytes bounds all parked replies together when Budget is nil.
 	MaxBufferedBytes int64
 	// IdleTimeout closes a parked reply nobody reads.
 	IdleTimeout time.Duration
+	// MaxLifetime closes a parked reply that long after it was parked.
+	MaxLifetime time.Duration
+	// Limits, when set, win over the fields above (the engine's limits block).
+	Limits Limits
 	// LeaseValid is TransferConfig.LeaseValid: reads of a parked reply run only while
 	// the engine's lease is confirmed. Required.
 	LeaseValid func() bool
@@ -55,17 +63,22 @@ type OverflowHost struct {
 
 // NewOverflowHost builds the overflow host on nc.
 func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
-	h, err := NewTransferHost(nc, TransferConfig{
-		Prefix:           protocol.OverflowPrefix,
-		Owner:            cfg.Owner,
-		MaxSessions:      cfg.MaxSessions,
-		MaxSessionBytes:  cfg.MaxReplyBytes,
-		MaxBufferedBytes: cfg.MaxBufferedBytes,
-		IdleTimeout:      cfg.IdleTimeout,
-		LeaseValid:       cfg.LeaseValid,
-		Clock:            cfg.Clock,
-		Logger:           cfg.Logger,
-	})
+	tc := TransferConfig{
+		Prefix:               protocol.OverflowPrefix,
+		Owner:                cfg.Owner,
+		MaxSessions:          cfg.MaxSessions,
+		MaxSessionsPerClient: cfg.MaxSessionsPerClient,
+		MaxSessionBytes:      cfg.MaxReplyBytes,
+		Budget:               cfg.Budget,
+		MaxBufferedBytes:     cfg.MaxBufferedBytes,
+		IdleTimeout:          cfg.IdleTimeout,
+		MaxLifetime:          cfg.MaxLifetime,
+		LeaseValid:           cfg.LeaseValid,
+		Clock:                cfg.Clock,
+		Logger:               cfg.Logger,
+	}
+	cfg.Limits.Apply(&tc)
+	h, err := NewTransferHost(nc, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +113,7 @@ func (o *OverflowHost) Reply(ctx context.Context, msg *nats.Msg, data []byte, he
 		m.Subject = msg.Reply
 		return o.nc.PublishMsg(m)
 	}
-	return o.reply(ctx, msg.Header, send, data, header)
+	return o.reply(ctx, msg.Header, ClientOf(msg.Reply), send, data, header)
 }
 
 // ReplyRequest is Reply for a request received by a micro service endpoint.
@@ -108,10 +121,10 @@ func (o *OverflowHost) ReplyRequest(ctx context.Context, req micro.Request, data
 	send := func(m *nats.Msg) error {
 		return req.Respond(m.Data, micro.WithHeaders(micro.Headers(m.Header)))
 	}
-	return o.reply(ctx, nats.Header(req.Headers()), send, data, header)
+	return o.reply(ctx, nats.Header(req.Headers()), ClientOf(req.Reply()), send, data, header)
 }
 
-func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, send func(*nats.Msg) error, data []byte, header nats.Header) error {
+func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, client string, send func(*nats.Msg) error, data []byte, header nats.Header) error {
 	m := replyMsg(o.owner, data, header)
 	limit := o.nc.MaxPayload()
 	size := encodedSize(m)
@@ -126,7 +139,7 @@ func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, send fu
 	}
 	o.beginCall()
 	defer o.endCall()
-	ref, err := o.park(ctx, data)
+	ref, err := o.park(ctx, client, data)
 	if err != nil {
 		return send(errorMsg(o.owner, err))
 	}
@@ -145,7 +158,7 @@ func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, send fu
 }
 
 // park hands data to the host actor, which spawns the session holding it.
-func (o *OverflowHost) park(ctx context.Context, data []byte) (*protocol.OverflowRef, error) {
+func (o *OverflowHost) park(ctx context.Context, client string, data []byte) (*protocol.OverflowRef, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultParkTimeout)
@@ -159,7 +172,7 @@ func (o *OverflowHost) park(ctx context.Context, data []byte) (*protocol.Overflo
 	if !o.view.Load().serving || o.actorDone.Err() != nil {
 		return nil, overflowRefused(fmt.Errorf("the overflow host %s is not serving", o.owner))
 	}
-	p := &parkCall{data: data, done: make(chan parkResult, 1)}
+	p := &parkCall{data: data, client: client, done: make(chan parkResult, 1)}
 	o.tell(p)
 	select {
 	case r := <-p.done:

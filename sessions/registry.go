@@ -24,12 +24,14 @@ import (
 // entry is one open session in the registry.
 type entry struct {
 	// Set at open and never changed: the session actor reads them.
-	id    string
-	op    string
-	meta  json.RawMessage
-	chunk int
-	pid   *actor.PID
-	ctx   context.Context // the handler's; cancelled when the session closes
+	id     string
+	op     string
+	meta   json.RawMessage
+	chunk  int
+	client string    // ClientOf the open's reply subject: whose share its bytes are
+	opened time.Time // MaxLifetime counts from here
+	pid    *actor.PID
+	ctx    context.Context // the handler's; cancelled when the session closes
 
 	// The host actor's alone.
 	cancel   context.CancelFunc
@@ -109,7 +111,7 @@ func (a *hostActor) open(cl *call) {
 		cl.fail(err)
 		return
 	}
-	e, err := a.newSession(req.Operation, req.Metadata, chunk, nil)
+	e, err := a.newSession(ClientOf(cl.msg.Reply), req.Operation, req.Metadata, chunk, nil)
 	if err != nil {
 		cl.fail(err)
 		return
@@ -124,7 +126,7 @@ func (a *hostActor) park(p *parkCall) {
 		return
 	}
 	chunk := a.h.maxChunk()
-	e, err := a.newSession(protocol.OverflowReplyOperation, nil, chunk, p.data)
+	e, err := a.newSession(p.client, protocol.OverflowReplyOperation, nil, chunk, p.data)
 	if err != nil {
 		p.answer(parkResult{err: err})
 		return
@@ -141,21 +143,25 @@ func (p *parkCall) answer(r parkResult) {
 
 // newSession registers a session and spawns its actor. parked, when not nil, is served
 // as the result of a session that is already started.
-func (a *hostActor) newSession(op string, meta []byte, chunk int, parked []byte) (*entry, error) {
+func (a *hostActor) newSession(client, op string, meta []byte, chunk int, parked []byte) (*entry, error) {
 	h := a.h
 	if h.epoch == nil {
 		return nil, protocol.Refused("transfer host %s of engine %s is not serving, so it opened nothing; retry", h.prefix, h.owner)
 	}
 	if len(h.sessions) >= h.cfg.MaxSessions {
-		return nil, protocol.Errorf(protocol.ResourceExhausted, "transfer host %s has %d sessions open, its limit", h.prefix, len(h.sessions))
+		return nil, protocol.Exhausted("transfer host %s has %d sessions open, its limit (limits.sessions); retry later", h.prefix, len(h.sessions))
 	}
-	e := &entry{id: NewSessionID(h.owner), op: op, meta: meta, chunk: chunk}
+	if n := h.perClient[client]; n >= h.cfg.MaxSessionsPerClient {
+		return nil, protocol.Exhausted("this client has %d sessions open on %s, its limit (limits.client_sessions); close one and retry", n, h.prefix)
+	}
+	e := &entry{id: NewSessionID(h.owner), op: op, meta: meta, chunk: chunk, client: client}
 	if err := a.fits(e, int64(len(parked))); err != nil {
 		return nil, err
 	}
 	_, local, _ := ParseSessionID(e.id)
 	e.ctx, e.cancel = context.WithCancel(h.epoch)
 	e.lastUsed = h.clock.Now()
+	e.opened = e.lastUsed
 	h.sessionActors.Update(func(n int) (int, bool) { return n + 1, true })
 	// Named under the host, but not a hollywood child: hollywood v1.0.5 stops a parent
 	// by poisoning each child again and waiting without a timeout, and a second poison
@@ -163,6 +169,7 @@ func (a *hostActor) newSession(op string, meta []byte, chunk int, parked []byte)
 	// poisoned exactly once, by closeSession, and Close waits for them itself.
 	e.pid = a.eng.Spawn(h.sessionProducer(e, parked), a.self.ID+"/session", actors.SpawnOpts(local)...)
 	h.sessions[e.id] = e
+	h.perClient[client]++
 	a.take(e, int64(len(parked)))
 	a.publish()
 	return e, nil
@@ -177,8 +184,10 @@ func (a *hostActor) closeSession(e *entry, reason string) {
 	h := a.h
 	e.closed = true
 	delete(h.sessions, e.id)
-	h.buffered -= e.bytes
-	e.bytes = 0
+	if h.perClient[e.client]--; h.perClient[e.client] <= 0 {
+		delete(h.perClient, e.client)
+	}
+	a.give(e, e.bytes)
 	e.cancel()
 	a.eng.Poison(e.pid) // its Stopped answers what it still holds
 	h.log.Debug("transfer session closed", zap.String("session", e.id), zap.String("reason", reason))
@@ -203,9 +212,7 @@ func (a *hostActor) reserve(m reserve) {
 		a.eng.Send(e.pid, reserved{err: notFound(e.id)}) // behind its pill: its Stopped answers
 		return
 	}
-	release := min(m.release, e.bytes)
-	e.bytes -= release
-	a.h.buffered -= release
+	a.give(e, min(m.release, e.bytes))
 	if err := a.fits(e, m.n); err != nil {
 		if m.ends {
 			// Ended before it is answered, so a client reading the error finds the
@@ -221,21 +228,27 @@ func (a *hostActor) reserve(m reserve) {
 	a.eng.Send(e.pid, reserved{})
 }
 
-// fits checks that session e may hold n more bytes.
+// fits checks that session e may hold n more bytes, and takes them from the budget
+// when it may: take must follow (or give, if the session is not registered after all).
 func (a *hostActor) fits(e *entry, n int64) error {
 	h := a.h
 	if e.bytes+n > h.cfg.MaxSessionBytes {
-		return protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s would hold %d bytes, above the limit of %d per session", e.id, e.bytes+n, h.cfg.MaxSessionBytes)
+		return protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s would hold %d bytes, above the limit of %d per session (limits.session_memory_mib)", e.id, e.bytes+n, h.cfg.MaxSessionBytes)
 	}
-	if h.buffered+n > h.cfg.MaxBufferedBytes {
-		return protocol.Errorf(protocol.ResourceExhausted, "transfer host %s holds %d bytes; %d more would pass its limit of %d", h.prefix, h.buffered, n, h.cfg.MaxBufferedBytes)
-	}
-	return nil
+	return h.cfg.Budget.take(e.client, n)
 }
 
+// take counts n bytes that fits took from the budget as session e's.
 func (a *hostActor) take(e *entry, n int64) {
 	e.bytes += n
 	a.h.buffered += n
+}
+
+// give hands n of session e's bytes back to the budget.
+func (a *hostActor) give(e *entry, n int64) {
+	e.bytes -= n
+	a.h.buffered -= n
+	a.h.cfg.Budget.give(e.client, n)
 }
 
 // reap closes the sessions no call has touched for the idle timeout.
@@ -244,8 +257,13 @@ func (a *hostActor) reap() {
 	now := h.clock.Now()
 	reaped := false
 	for _, e := range h.sessions {
-		if idle := now.Sub(e.lastUsed); e.pending == 0 && idle >= h.cfg.IdleTimeout {
+		switch idle, age := now.Sub(e.lastUsed), now.Sub(e.opened); {
+		case e.pending == 0 && idle >= h.cfg.IdleTimeout:
 			a.closeSession(e, fmt.Sprintf("idle for %s", idle.Round(time.Second)))
+			reaped = true
+		case age >= h.cfg.MaxLifetime:
+			// Its calls in flight are answered NOT_FOUND by the session actor's end.
+			a.closeSession(e, fmt.Sprintf("open for %s, its maximum lifetime (limits.session_max_seconds)", age.Round(time.Second)))
 			reaped = true
 		}
 	}

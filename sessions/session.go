@@ -30,7 +30,8 @@ type sessionActor struct {
 	h *TransferHost
 	e *entry
 
-	upload    []byte
+	upload    [][]byte // the chunks written, as decoded: one copy of each, joined at start
+	uploaded  int64    // their bytes
 	nextWrite uint64
 	started   bool
 	result    []byte
@@ -100,7 +101,7 @@ func (s *sessionActor) write(cl *call) {
 		cl.fail(protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s: chunk of %d bytes is above the negotiated %d", s.e.id, len(req.Data), s.e.chunk))
 	case len(req.Data) == 0:
 		s.nextWrite++
-		cl.respond(protocol.TransferWriteReply{Size: int64(len(s.upload))})
+		cl.respond(protocol.TransferWriteReply{Size: s.uploaded})
 	default:
 		s.waiting = &awaiting{call: cl, data: req.Data}
 		s.h.tell(reserve{e: s.e, n: int64(len(req.Data))})
@@ -121,9 +122,12 @@ func (s *sessionActor) reserved(c *actor.Context, r reserved) {
 		s.started, s.result = true, w.data
 		w.call.respond(protocol.TransferStartReply{Size: int64(len(w.data))})
 	default:
-		s.upload = append(s.upload, w.data...)
+		// Kept as written rather than appended to one buffer, whose doubling would
+		// hold up to twice what the budget counts.
+		s.upload = append(s.upload, w.data)
+		s.uploaded += int64(len(w.data))
 		s.nextWrite++
-		w.call.respond(protocol.TransferWriteReply{Size: int64(len(s.upload))})
+		w.call.respond(protocol.TransferWriteReply{Size: s.uploaded})
 	}
 	for s.waiting == nil && len(s.held) > 0 {
 		cl := s.held[0]
@@ -144,7 +148,7 @@ func (s *sessionActor) start(c *actor.Context, cl *call) {
 	}
 	handler := h.cfg.Handlers[e.op]
 	req := cl.req.(*protocol.TransferStartRequest)
-	tr := TransferRequest{SessionID: e.id, Operation: e.op, Metadata: e.meta, Upload: s.upload}
+	tr := TransferRequest{SessionID: e.id, Operation: e.op, Metadata: e.meta, Upload: s.joined()}
 	ctx, cancel := e.ctx, context.CancelFunc(func() {})
 	if req.Context != nil && req.Context.TimeoutMS > 0 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Context.TimeoutMS)*time.Millisecond)
@@ -161,8 +165,25 @@ func (s *sessionActor) start(c *actor.Context, cl *call) {
 		cl.fail(notFound(e.id))
 		return
 	}
-	s.upload = nil
+	s.upload, s.uploaded = nil, 0
 	s.running = cl
+}
+
+// joined is the upload in one buffer; nil when nothing was written. The chunks are
+// dropped as they are copied, so the session holds the upload about once.
+func (s *sessionActor) joined() []byte {
+	switch len(s.upload) {
+	case 0:
+		return nil
+	case 1:
+		return s.upload[0]
+	}
+	out := make([]byte, 0, s.uploaded)
+	for i, c := range s.upload {
+		out = append(out, c...)
+		s.upload[i] = nil
+	}
+	return out
 }
 
 func (s *sessionActor) startDone(d startDone) {
@@ -226,6 +247,9 @@ func (s *sessionActor) failHeld(err error) {
 // still holds is answered NOT_FOUND.
 func (s *sessionActor) stopped() {
 	s.failHeld(notFound(s.e.id))
+	// The bytes go back to the runtime with the actor; hollywood may keep the
+	// receiver a while longer.
+	s.upload, s.result = nil, nil
 	s.h.sessionActors.Update(func(n int) (int, bool) { return n - 1, true })
 }
 

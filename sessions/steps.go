@@ -15,6 +15,15 @@ import (
 	"github.com/abi-engine/engine/protocol"
 )
 
+// The explicit pending limits of every subscription of a host. Its callbacks never
+// wait (they decode, count and hand over; beyond MaxCallsInFlight they refuse), so the
+// buffer fills only when the process cannot keep up at all; what it then drops is
+// counted (abi_engine_dropped_messages_total) and logged.
+const (
+	pendingMsgsLimit  = 65536
+	pendingBytesLimit = 64 << 20
+)
+
 // stepKind names a broker step.
 type stepKind int
 
@@ -92,6 +101,9 @@ func (h *TransferHost) subscribe(ctx context.Context, owner, open bool) stepResu
 		for _, op := range []string{protocol.TransferWrite, protocol.TransferStart, protocol.TransferRead, protocol.TransferClose} {
 			subject := OwnerSubject(h.prefix, h.owner, op)
 			sub, err := h.nc.Subscribe(subject, func(m *nats.Msg) { h.route(op, m) })
+			if err == nil {
+				err = sub.SetPendingLimits(pendingMsgsLimit, pendingBytesLimit)
+			}
 			if err != nil {
 				return fail(fmt.Errorf("transfer host %s: subscribe %s: %w", h.prefix, subject, err))
 			}
@@ -100,6 +112,9 @@ func (h *TransferHost) subscribe(ctx context.Context, owner, open bool) stepResu
 	}
 	if open {
 		sub, err := h.nc.QueueSubscribe(OpenSubject(h.prefix), OwnersQueue(h.prefix), h.routeOpen)
+		if err == nil {
+			err = sub.SetPendingLimits(pendingMsgsLimit, pendingBytesLimit)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("transfer host %s: subscribe %s: %w", h.prefix, OpenSubject(h.prefix), err))
 		}

@@ -20,11 +20,18 @@ import (
 )
 
 // Defaults of TransferConfig.
+// The engine's memory for sessions is bounded by the budget (one Budget for every host
+// of an engine), each client's share of it, and each session's limit: no client can
+// make the engine hold more than the budget, and one client that fills its share leaves
+// the rest to the others.
 const (
-	DefaultMaxSessions      = 32
-	DefaultMaxSessionBytes  = 256 << 20
-	DefaultMaxBufferedBytes = 1 << 30
-	DefaultIdleTimeout      = 60 * time.Second
+	DefaultMaxSessions          = 64
+	DefaultMaxSessionsPerClient = 8
+	DefaultMaxSessionBytes      = 64 << 20
+	DefaultMaxBufferedBytes     = 256 << 20
+	DefaultMaxClientBytes       = 64 << 20
+	DefaultIdleTimeout          = 60 * time.Second
+	DefaultMaxLifetime          = 15 * time.Minute
 )
 
 // maxReapInterval bounds how long an idle session outlives its timeout.
@@ -79,17 +86,27 @@ type TransferConfig struct {
 	ChunkBytes int
 	// MaxSessions bounds the sessions open at once (RESOURCE_EXHAUSTED beyond).
 	MaxSessions int
+	// MaxSessionsPerClient bounds the sessions one client (ClientOf) has open at once
+	// (RESOURCE_EXHAUSTED beyond), so abandoned opens of one client lock out no other.
+	MaxSessionsPerClient int
 	// MaxSessionBytes bounds what one session holds, uploaded or produced
 	// (PAYLOAD_TOO_LARGE beyond).
 	MaxSessionBytes int64
-	// MaxBufferedBytes bounds what all sessions hold together (RESOURCE_EXHAUSTED
-	// beyond).
+	// Budget bounds what the sessions of every host sharing it hold together, and per
+	// client (RESOURCE_EXHAUSTED beyond). nil: a budget of this host's own, of
+	// MaxBufferedBytes and MaxClientBytes.
+	Budget *Budget
+	// MaxBufferedBytes and MaxClientBytes size the host's own budget when Budget is nil.
 	MaxBufferedBytes int64
+	MaxClientBytes   int64
 	// MaxCallsInFlight bounds the calls received and not yet answered, a start whose
 	// handler runs included (RESOURCE_EXHAUSTED beyond); 0 is four per session.
 	MaxCallsInFlight int
 	// IdleTimeout closes a session no call has touched for that long.
 	IdleTimeout time.Duration
+	// MaxLifetime closes a session that long after it opened, however busy, so a chunk
+	// now and then cannot keep one open for ever.
+	MaxLifetime time.Duration
 	// Clock is the time source of idle expiry; nil is SystemClock().
 	Clock Clock
 	// Logger receives crashes, failed handlers and failed replies; nil discards.
@@ -132,7 +149,8 @@ type TransferHost struct {
 	epoch     context.Context      // from Serve to Stop; parent of every session's context
 	endEpoch  context.CancelFunc
 	sessions  map[string]*entry
-	buffered  int64 // bytes the sessions hold together
+	buffered  int64          // bytes this host's sessions hold together
+	perClient map[string]int // open sessions per client
 
 	// The hot path's own counter: calls received and not yet answered. Counted at the
 	// edge (the callbacks), so the bound on calls in flight holds before anything queues.
@@ -207,8 +225,17 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 	if err := nonNegative(cfg.Prefix, "max calls in flight", int64(cfg.MaxCallsInFlight)); err != nil {
 		return nil, err
 	}
+	if err := nonNegative(cfg.Prefix, "max sessions per client", int64(cfg.MaxSessionsPerClient)); err != nil {
+		return nil, err
+	}
+	if err := nonNegative(cfg.Prefix, "max client bytes", cfg.MaxClientBytes); err != nil {
+		return nil, err
+	}
 	if cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("transfer host %s: idle timeout %s is negative", cfg.Prefix, cfg.IdleTimeout)
+	}
+	if cfg.MaxLifetime < 0 {
+		return nil, fmt.Errorf("transfer host %s: max lifetime %s is negative", cfg.Prefix, cfg.MaxLifetime)
 	}
 	if cfg.LeaseValid == nil {
 		return nil, fmt.Errorf("transfer host %s: LeaseValid is nil; every transfer operation checks the lease before it runs", cfg.Prefix)
@@ -216,8 +243,14 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 	cfg.MaxSessions = or(cfg.MaxSessions, DefaultMaxSessions)
 	cfg.MaxCallsInFlight = or(cfg.MaxCallsInFlight, 4*cfg.MaxSessions)
 	cfg.MaxSessionBytes = or(cfg.MaxSessionBytes, DefaultMaxSessionBytes)
-	cfg.MaxBufferedBytes = or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	cfg.MaxSessionsPerClient = min(or(cfg.MaxSessionsPerClient, DefaultMaxSessionsPerClient), cfg.MaxSessions)
+	if cfg.Budget == nil {
+		cfg.MaxBufferedBytes = or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)
+		cfg.Budget = NewBudget(cfg.MaxBufferedBytes, or(cfg.MaxClientBytes, min(DefaultMaxClientBytes, cfg.MaxBufferedBytes)))
+	}
+	cfg.MaxBufferedBytes, cfg.MaxClientBytes = cfg.Budget.Total(), cfg.Budget.PerClient()
 	cfg.IdleTimeout = or(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.MaxLifetime = or(cfg.MaxLifetime, DefaultMaxLifetime)
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock()
 	}
@@ -231,8 +264,9 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 		prefix:        cfg.Prefix,
 		clock:         cfg.Clock,
 		log:           cfg.Logger.With(zap.String("prefix", cfg.Prefix), zap.String("owner", cfg.Owner)),
-		reapTick:      max(time.Millisecond, min(maxReapInterval, cfg.IdleTimeout/2)),
+		reapTick:      max(time.Millisecond, min(maxReapInterval, cfg.IdleTimeout/2, cfg.MaxLifetime/2)),
 		sessions:      map[string]*entry{},
+		perClient:     map[string]int{},
 		quiet:         notify.New[uint64](0),
 		view:          notify.New(hostView{}),
 		sessionActors: notify.New(0),

@@ -18,6 +18,7 @@ import (
 type Broker struct {
 	listen   string
 	storeDir string
+	auth     BrokerAuth
 	log      *zap.Logger
 
 	mu    sync.Mutex
@@ -26,8 +27,17 @@ type Broker struct {
 	err   error         // why it could not start, when ready is closed without a URL
 }
 
-// NewBroker validates the listen address ("host:port"; port 0 picks a free one).
-func NewBroker(listen, storeDir string, log *zap.Logger) (*Broker, error) {
+// BrokerAuth is the one login the embedded broker requires, the engine's own (its
+// nats.token_file, nats.user and password, or nkey), so a development setup rehearses
+// production's. The zero value requires none.
+type BrokerAuth struct {
+	Token, User, Password string
+	NKey                  string // a user's public nkey (U...)
+}
+
+// NewBroker validates the listen address ("host:port"; port 0 picks a free one). auth,
+// when given, is the login the broker requires.
+func NewBroker(listen, storeDir string, log *zap.Logger, auth ...BrokerAuth) (*Broker, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: embedded broker listen address %q: %w", listen, err)
@@ -39,7 +49,11 @@ func NewBroker(listen, storeDir string, log *zap.Logger) (*Broker, error) {
 	if storeDir == "" {
 		return nil, errors.New("supervisor: embedded broker needs a store directory")
 	}
-	return &Broker{listen: listen, storeDir: storeDir, log: log.Named("nats-server"), ready: make(chan struct{})}, nil
+	b := &Broker{listen: listen, storeDir: storeDir, log: log.Named("nats-server"), ready: make(chan struct{})}
+	for _, a := range auth {
+		b.auth = a
+	}
+	return b, nil
 }
 
 func (b *Broker) String() string { return "embedded nats-server" }
@@ -81,6 +95,11 @@ func (b *Broker) Serve(ctx context.Context) error {
 		NoSigs:     true,
 		JetStream:  true,
 		StoreDir:   b.storeDir,
+	}
+	a := b.auth
+	opts.Authorization, opts.Username, opts.Password = a.Token, a.User, a.Password
+	if a.NKey != "" {
+		opts.Nkeys = []*server.NkeyUser{{Nkey: a.NKey}}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -19,7 +19,12 @@ type ConnConfig struct {
 	URL         string // comma-separated list
 	Name        string // shown by the server, e.g. "abi-engine lease <instance>"
 	Credentials string // .creds file, optional
-	Timeout     time.Duration
+	// Options are more nats.go options: the login and TLS (internal/natsauth).
+	Options []nats.Option
+	// OnAsyncError, when set, hears every asynchronous error of the connection (a
+	// slow consumer, a permissions violation) after it is logged; sub may be nil.
+	OnAsyncError func(sub *nats.Subscription, err error)
+	Timeout      time.Duration
 	// ConnectTimeout bounds the first connection: Dial gives up once it has tried this
 	// long (0: until ctx ends).
 	ConnectTimeout time.Duration
@@ -113,11 +118,15 @@ func Dial(ctx context.Context, cfg ConnConfig, log *zap.Logger) (*nats.Conn, err
 				fields = append(fields, zap.String("subject", sub.Subject))
 			}
 			log.Warn("nats: asynchronous error", fields...)
+			if cfg.OnAsyncError != nil {
+				cfg.OnAsyncError(sub, err)
+			}
 		}),
 	}
 	if cfg.Credentials != "" {
 		opts = append(opts, nats.UserCredentials(cfg.Credentials))
 	}
+	opts = append(opts, cfg.Options...)
 	start := time.Now()
 	if cfg.ConnectTimeout > 0 {
 		var cancel context.CancelFunc
@@ -181,6 +190,7 @@ func Probe(ctx context.Context, cfg ConnConfig) (bool, error) {
 	if cfg.Credentials != "" {
 		opts = append(opts, nats.UserCredentials(cfg.Credentials))
 	}
+	opts = append(opts, cfg.Options...)
 	start := time.Now()
 	nc, err := nats.Connect(cfg.URL, opts...)
 	switch {

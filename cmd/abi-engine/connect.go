@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/natsauth"
 	"github.com/abi-engine/engine/internal/redact"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -12,9 +13,9 @@ import (
 
 // brokerSettings are what a client command needs to reach the broker.
 type brokerSettings struct {
-	URL         string
-	Credentials string
-	Timeout     time.Duration // nats.client_timeout_seconds
+	URL     string
+	Options []nats.Option // the login and TLS of the configuration (internal/natsauth)
+	Timeout time.Duration // nats.client_timeout_seconds
 }
 
 // brokerFor finds the broker of status and call: --nats, else ABI_NATS_URL, else
@@ -36,7 +37,17 @@ func (c *cli) brokerFor(cmd *cobra.Command, natsFlag string) (brokerSettings, er
 			return brokerSettings{}, usageError(err)
 		}
 	}
-	return brokerSettings{URL: url, Credentials: cfg.NATS.Credentials, Timeout: cfg.NATS.ClientTimeout()}, nil
+	return settingsFor(cfg, url)
+}
+
+// settingsFor are the settings of a command that reaches the broker at url with the
+// login and TLS of cfg; an unreadable login file is a usage error naming its key.
+func settingsFor(cfg *config.Config, url string) (brokerSettings, error) {
+	auth, err := natsauth.Options(cfg.NATS)
+	if err != nil {
+		return brokerSettings{}, usageError(err)
+	}
+	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout()}, nil
 }
 
 // embeddedURL is where an engine with an embedded broker listening on listen is reached
@@ -52,10 +63,7 @@ func embeddedURL(listen string) (string, error) {
 // connect dials the broker once: a command reports a broker it cannot reach rather
 // than waiting for it.
 func connect(b brokerSettings, name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.Timeout(b.Timeout), nats.NoReconnect()}
-	if b.Credentials != "" {
-		opts = append(opts, nats.UserCredentials(b.Credentials))
-	}
+	opts := append([]nats.Option{nats.Name(name), nats.Timeout(b.Timeout), nats.NoReconnect()}, b.Options...)
 	nc, err := nats.Connect(b.URL, opts...)
 	if err != nil {
 		// An unparsable URL comes back in its error as it was given: main redacts it.

@@ -74,6 +74,10 @@ type container struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
+	Resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
 	VolumeMounts   []struct {
@@ -213,6 +217,21 @@ func TestDeploymentManifest(t *testing.T) {
 		t.Errorf("adapters %s and %s, want postgres and jetstream", cfg.Services.KeyValue.Adapter, cfg.Services.ObjectStorage.Adapter)
 	}
 
+	// The memory limit holds the sessions' budget, the runtime's headroom and the idle
+	// engine (docs/operations.md "Sizing memory"), and is not far above it: the engine's
+	// bounds, not the pod's limit, are what stop a client filling it.
+	limit, ok := mebibytes(c.Resources.Limits["memory"])
+	if !ok {
+		t.Errorf("memory limit %q, want one in Mi", c.Resources.Limits["memory"])
+	}
+	if need := cfg.Limits.RuntimeMemoryLimit()>>20 + idleMiB; limit < need || limit > 2*need {
+		t.Errorf("memory limit %d Mi; limits.memory_mib %d + %d MiB headroom + %d MiB idle = %d Mi: want from that to twice that",
+			limit, cfg.Limits.MemoryMiB, config.RuntimeHeadroomMiB, idleMiB, need)
+	}
+	if req, ok := mebibytes(c.Resources.Requests["memory"]); !ok || req > limit {
+		t.Errorf("memory request %q, want one in Mi, at most the limit", c.Resources.Requests["memory"])
+	}
+
 	// The grace period covers drain_seconds.
 	drain := cfg.NATS.Engine.DrainSeconds
 	if g := pod.TerminationGracePeriodSeconds; g == nil {
@@ -256,6 +275,21 @@ func TestDeploymentManifest(t *testing.T) {
 			t.Errorf("%s: GET %s on port %v, want %s on %d (http.listen)", pr.name, pr.p.HTTPGet.Path, pr.p.HTTPGet.Port, pr.path, httpPort)
 		}
 	}
+}
+
+// idleMiB is what docs/operations.md allows an idle engine: measured 22 to 28 MiB of
+// RSS (test/e2e TestOneClientCannotExhaustTheEnginesMemory), rounded up.
+const idleMiB = 64
+
+// mebibytes parses a Kubernetes quantity in Mi or Gi.
+func mebibytes(q string) (int64, bool) {
+	for suffix, mul := range map[string]int64{"Mi": 1, "Gi": 1024} {
+		if n, ok := strings.CutSuffix(q, suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			return v * mul, err == nil
+		}
+	}
+	return 0, false
 }
 
 func slicesEqual(a, b []string) bool {

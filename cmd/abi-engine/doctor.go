@@ -98,7 +98,10 @@ func (c *cli) runDoctor(cmd *cobra.Command, f doctorFlags) error {
 			return usageError(err)
 		}
 	}
-	b := brokerSettings{URL: url, Credentials: cfg.NATS.Credentials, Timeout: cfg.NATS.ClientTimeout()}
+	b, err := settingsFor(cfg, url)
+	if err != nil {
+		return err
+	}
 	d := &doctor{cfg: cfg, monitor: f.monitor, grace: f.grace, timeout: b.Timeout}
 	fmt.Fprintf(c.stdout, "abi-engine doctor: %s (lease %s, drain %s)\n",
 		redact.String(url), cfg.NATS.Engine.Lease(), cfg.NATS.Engine.Drain())

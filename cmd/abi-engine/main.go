@@ -45,6 +45,7 @@ func newCLI(env func(string) string, stdout, stderr io.Writer) *cli {
 		newEngine: newEngine,
 		signals:   newSignals,
 		routeSlog: true,
+		memLimit:  true,
 	}
 }
 
@@ -65,6 +66,10 @@ type cli struct {
 	// stayAsStandby: `run` ended by a step-down with --stay; main starts the process
 	// again as a hot standby.
 	stayAsStandby bool
+	// memLimit gives the Go runtime the soft memory limit of the limits block
+	// (config.Limits.RuntimeMemoryLimit) unless GOMEMLIMIT is set. Only the real
+	// process sets it: it is process-wide.
+	memLimit bool
 }
 
 // exitError ends a command with an exit code. A nil err means the command already

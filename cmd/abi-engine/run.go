@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -129,6 +130,13 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 		return usageError(err)
 	}
 	defer log.Sync() //nolint:errcheck // stderr may not support sync; nothing to do about it
+	if c.memLimit && c.env("GOMEMLIMIT") == "" {
+		// Without it, garbage may double the heap before a collection: an engine whose
+		// sessions hold their whole budget would pass its pod's limit.
+		limit := cfg.Limits.RuntimeMemoryLimit()
+		debug.SetMemoryLimit(limit)
+		log.Debug("Go runtime memory limit set from limits.memory_mib", zap.Int64("bytes", limit))
+	}
 	if c.routeSlog {
 		slog.SetDefault(slog.New(zapslog.NewHandler(log.Core(), zapslog.WithName("hollywood"))))
 	}

@@ -47,7 +47,7 @@ http: {listen: %q}
 		names = append(names, fmt.Sprint(s))
 	}
 	slices.Sort(names)
-	want := []string{"actors", "backends", "control", "embedded nats-server", "http " + addr, "nats lease", "nats service", "signals"}
+	want := []string{"actors", "backends", "control", "embedded nats-server", "http " + addr, "nats lease", "nats service", "session budget", "signals"}
 	if !slices.Equal(names, want) {
 		t.Errorf("the process's tree holds %v, want %v", names, want)
 	}

@@ -127,12 +127,19 @@ func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
 // instance owner, with the sessions package's default limits. leaseValid is the
 // engine's lease check (sessions.TransferConfig.LeaseValid); log receives what the host
 // logs (nil discards). Spawn and serve it like any sessions.TransferHost.
-func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *zap.Logger) (*sessions.TransferHost, error) {
-	return sessions.NewTransferHost(nc, sessions.TransferConfig{
+//
+// limits, when given, are the engine's (its limits block): its budget, shared with the
+// overflow host, and its bounds on sessions.
+func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *zap.Logger, limits ...sessions.Limits) (*sessions.TransferHost, error) {
+	cfg := sessions.TransferConfig{
 		Prefix:     protocol.TransferPrefix(protocol.ObjectStorage),
 		Owner:      owner,
 		Handlers:   Transfers(store),
 		LeaseValid: leaseValid,
 		Logger:     log,
-	})
+	}
+	for _, l := range limits {
+		l.Apply(&cfg)
+	}
+	return sessions.NewTransferHost(nc, cfg)
 }

@@ -99,6 +99,7 @@ type engineConfig struct {
 	KeyValue   string // adapter
 	Objects    string // adapter
 	ExtraYAML  string
+	NATSYAML   string // more keys of the nats block, each line indented by two spaces
 	WorkingDir string
 }
 
@@ -123,7 +124,7 @@ func (c engineConfig) yaml() string {
 	}
 	return fmt.Sprintf(`nats:
   url: %q
-  engine:
+%s  engine:
     role: %s
     rollout_id: %q
     lease_seconds: %g
@@ -134,7 +135,7 @@ services:
   object_storage: {adapter: %s}
 http: {listen: %q}
 log: {level: info, format: json}
-%s`, c.NATSURL, c.Role, c.Rollout, c.Lease, c.Drain, c.KeyValue, c.Objects, listen, c.ExtraYAML)
+%s`, c.NATSURL, c.NATSYAML, c.Role, c.Rollout, c.Lease, c.Drain, c.KeyValue, c.Objects, listen, c.ExtraYAML)
 }
 
 // start runs `abi-engine run` with cfg in its own working directory.
