@@ -70,26 +70,12 @@ func partition(h *harness) error {
 		h.checkNow(check.FencedWithin(cutAt, cur.mon.entered("fenced", cutAt), h.lease/2+h.lease/5))
 		h.waitTakeoverObserved(cutAt)
 		h.checkNow(check.TakeoverAfterSilence(h.leaseEvents(), cutAt, h.lease, observerTolerance))
-		old := cur
-		if err := h.waitFor(5*h.lease, old.nm+" ending as lost", func() bool { return old.mon.current() == stateEnded }); err != nil {
-			h.expect("cut-holder-ends-lost", false, "%s", err)
-		} else {
-			h.expect("cut-holder-ends-lost", old.lost(), "%s ended: %s", old.nm, old.info().End)
-		}
-		if err := h.waitFor(5*h.lease, standby.nm+" serving", func() bool { return standby.mon.current() == "serving" }); err != nil {
+		if err := h.cutHolderEnds(cur, standby); err != nil {
 			return err
 		}
 		cur = standby
 	}
-	if err := h.sleep(h.lease); err != nil {
-		return err
-	}
-	if err := h.stopTraffic(); err != nil {
-		return err
-	}
-	h.answeredAfterTakeover(faults, h.lease)
-	h.historyChecks(0)
-	return nil
+	return h.endCuts(faults)
 }
 
 // fleet starts in-process engines with successive rollouts and keeps them.
@@ -400,6 +386,32 @@ func clusterNodeLoss(h *harness) error {
 	}
 	h.check(check.ServingGap(h.serving(), from, to, h.lease, h.cycleList()))
 	h.answeredAfterTakeover(faults, 2*h.lease)
+	h.historyChecks(0)
+	return nil
+}
+
+// cutHolderEnds waits, after a cut of old's lease connection, for old to end as lost
+// (judged as cut-holder-ends-lost) and for standby to serve (the run breaks down if it
+// does not).
+func (h *harness) cutHolderEnds(old, standby *inproc) error {
+	if err := h.waitFor(5*h.lease, old.nm+" ending as lost", func() bool { return old.mon.current() == stateEnded }); err != nil {
+		h.expect("cut-holder-ends-lost", false, "%s", err)
+	} else {
+		h.expect("cut-holder-ends-lost", old.lost(), "%s ended: %s", old.nm, old.info().End)
+	}
+	return h.waitFor(5*h.lease, standby.nm+" serving", func() bool { return standby.mon.current() == "serving" })
+}
+
+// endCuts ends a scenario of cut holders (partition, clock-skew): a lease more of
+// traffic, then every call clear of faults is judged, and the history.
+func (h *harness) endCuts(faults []check.Fault) error {
+	if err := h.sleep(h.lease); err != nil {
+		return err
+	}
+	if err := h.stopTraffic(); err != nil {
+		return err
+	}
+	h.answeredAfterTakeover(faults, h.lease)
 	h.historyChecks(0)
 	return nil
 }

@@ -64,26 +64,12 @@ func clockSkew(h *harness) error {
 		h.checkNow(check.FencedWithin(cutAt, cur.mon.entered("fenced", cutAt), realOn(h.lease/2, curRate)+h.lease/5))
 		h.waitTakeoverObserved(cutAt)
 		h.checkNow(check.TakeoverAfterSilence(h.leaseEvents(), cutAt, realOn(h.lease, standbyRate), observerTolerance))
-		old := cur
-		if err := h.waitFor(5*h.lease, old.nm+" ending as lost", func() bool { return old.mon.current() == stateEnded }); err != nil {
-			h.expect("cut-holder-ends-lost", false, "%s", err)
-		} else {
-			h.expect("cut-holder-ends-lost", old.lost(), "%s ended: %s", old.nm, old.info().End)
-		}
-		if err := h.waitFor(5*h.lease, standby.nm+" serving", func() bool { return standby.mon.current() == "serving" }); err != nil {
+		if err := h.cutHolderEnds(cur, standby); err != nil {
 			return err
 		}
 		cur, curRate = standby, standbyRate
 	}
-	if err := h.sleep(h.lease); err != nil {
-		return err
-	}
-	if err := h.stopTraffic(); err != nil {
-		return err
-	}
-	h.answeredAfterTakeover(faults, h.lease)
-	h.historyChecks(0)
-	return nil
+	return h.endCuts(faults)
 }
 
 // realOn is how long d on a clock running rate times as fast lasts in real time.
