@@ -100,22 +100,21 @@ func TestSessionsEndAtTheirMaximumLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reaped := make(chan struct{}, 1)
-	h.afterReap = func() { reaped <- struct{}{} }
+	reapedAt := watchReaps(h)
 	spawnAndServe(t, h)
 	c := newClient(t, connect(t, srv), testPrefix)
 	o, _ := c.open("echo", nil, 0)
 	seq := uint64(0)
 	for range 5 { // 5 × 59 s = 4 min 55 s: alive
 		clock.Advance(59 * time.Second)
-		<-reaped
+		reapedAt(t, clock.Now())
 		if err := c.write(o.ID, seq, []byte("a")); err != nil {
 			t.Fatalf("write %d before the lifetime ended: %v", seq, err)
 		}
 		seq++
 	}
 	clock.Advance(5 * time.Second)
-	<-reaped
+	reapedAt(t, clock.Now())
 	wantCode(t, c.write(o.ID, seq, []byte("a")), protocol.NotFound)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

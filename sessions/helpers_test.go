@@ -377,3 +377,30 @@ var _ Clock = (*fakeClock)(nil)
 
 // connect starts nothing: a client connection to srv, closed at cleanup.
 func connect(t testing.TB, srv *natstest.Server) *nats.Conn { return natstest.Connect(t, srv.URL()) }
+
+// watchReaps hooks h's reap passes and returns a wait for the first pass that judged
+// the time at or after at. A pass already under way when the clock moved judged the
+// old time; waiting for any pass would take it for the one that follows the move.
+func watchReaps(h *TransferHost) func(t *testing.T, at time.Time) {
+	passes := make(chan time.Time, 256)
+	h.afterReap = func(now time.Time) {
+		select {
+		case passes <- now:
+		default: // never block the host actor; the test reads the passes it waits for
+		}
+	}
+	return func(t *testing.T, at time.Time) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case now := <-passes:
+				if !now.Before(at) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no reap pass at %s after the clock moved", at)
+			}
+		}
+	}
+}

@@ -271,7 +271,7 @@ func (a *hostActor) reap() {
 		a.publish()
 	}
 	if h.afterReap != nil {
-		h.afterReap()
+		h.afterReap(now)
 	}
 }
 

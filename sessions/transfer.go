@@ -163,7 +163,7 @@ type TransferHost struct {
 	steps *group // the broker steps, the drain waits, the final stop
 	work  *group // the reaper and the handlers; shut from Stop to Serve
 
-	afterReap func() // tests: called by the host actor after each reap pass
+	afterReap func(now time.Time) // tests: called by the host actor after each reap pass, with the time it judged
 }
 
 // hostRef is where the host actor is.
