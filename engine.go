@@ -18,6 +18,7 @@ import (
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/sessions"
 	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -163,6 +164,7 @@ type Engine struct {
 
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
+	leaseConn  *nats.Conn // the lease's own connection (claim), set before loadServing reads it
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
 	root       *actors.Root

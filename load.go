@@ -56,6 +56,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 		return 0, err
 	}
 	e.tree.add(svcLease, supervisor.NewConn(svcLease, nc, 0))
+	e.leaseConn = nc
 	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Replicas: e.cfg.NATS.Engine.LeaseReplicas})
 	if err != nil {
 		return 0, fmt.Errorf("engine: open the lease: %w", err)

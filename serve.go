@@ -26,6 +26,7 @@ import (
 type servingSet struct {
 	log         *zap.Logger
 	conn        *nats.Conn // the service connection every member uses
+	askOn       *nats.Conn // the lease's connection: the successor check asks on it
 	kv          keyvalue.Store
 	objects     objectstorage.Store
 	primaries   []*primaries.Primary
@@ -54,7 +55,7 @@ func (s *servingSet) openSessions() int {
 // backends from the start, and the teardown stops the actors: a set that fails half
 // built is returned with its error, and nothing it opened is left behind.
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
-	set := &servingSet{log: e.log, conn: nc, named: map[string]*actor.PID{}}
+	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
 	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
 	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints)
 	if err != nil {
@@ -191,7 +192,7 @@ func (s *servingSet) backendsDown() []error {
 // waitSuccessor is the handover's successor check: the new holder's services answer
 // at the broker for every endpoint of ours.
 func (s *servingSet) waitSuccessor(ctx context.Context, holder lease.Holder) error {
-	return primaries.WaitSuccessor(ctx, holder.InstanceID, s.primaries...)
+	return primaries.WaitSuccessor(ctx, s.askOn, holder.InstanceID, s.primaries...)
 }
 
 // anyStandby is the handover's roll call: does any engine stand by to take over?

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,11 +32,14 @@ const (
 // micro metadata instance_id) that lists every endpoint of ours, on micro's queue
 // group. Such a reply proves its endpoint subscriptions are at the broker: micro lists
 // an endpoint only once it has subscribed it, and the broker handles a connection's
-// SUBs before a reply the connection sent after them. It returns ctx's error when ctx
-// ends first.
-func WaitSuccessor(ctx context.Context, instance string, ps ...*Primary) error {
+// SUBs before a reply the connection sent after them. It asks on nc, or on each
+// primary's own connection when nc is nil; a connection the primaries do not serve on
+// keeps our own INFO answers from being replies a connection sends to itself, which a
+// broker granting responses only (allow_responses, docs/security.md) may refuse. It
+// returns ctx's error when ctx ends first.
+func WaitSuccessor(ctx context.Context, nc *nats.Conn, instance string, ps ...*Primary) error {
 	for _, p := range ps {
-		if err := p.waitSuccessor(ctx, instance); err != nil {
+		if err := p.waitSuccessor(ctx, nc, instance); err != nil {
 			return err
 		}
 	}
@@ -45,8 +49,10 @@ func WaitSuccessor(ctx context.Context, instance string, ps ...*Primary) error {
 // waitSuccessor asks $SRV.INFO.<service> on p's connection, again and again at a
 // pace that slows from probeFirst to probeMax, until instance answers for every
 // endpoint of p's.
-func (p *Primary) waitSuccessor(ctx context.Context, instance string) error {
-	nc := p.cfg.Conn
+func (p *Primary) waitSuccessor(ctx context.Context, nc *nats.Conn, instance string) error {
+	if nc == nil {
+		nc = p.cfg.Conn
+	}
 	subject, err := micro.ControlSubject(micro.InfoVerb, p.svc.Name, "")
 	if err != nil {
 		return fmt.Errorf("primaries: the INFO subject of %q: %w", p.svc.Name, err)
@@ -55,9 +61,13 @@ func (p *Primary) waitSuccessor(ctx context.Context, instance string) error {
 	for i, op := range p.ops {
 		want[i] = protocol.ServiceSubject(p.svc.Name, op)
 	}
+	// Each request has a reply subject of its own under one inbox: a broker that
+	// grants responses per request (allow_responses, docs/security.md) counts the
+	// engines answering one request, and one reply subject asked again before its
+	// answers came would be one request's allowance for several answers.
 	inbox := nc.NewInbox()
 	replies := make(chan *nats.Msg, probeBuffer)
-	sub, err := nc.ChanSubscribe(inbox, replies)
+	sub, err := nc.ChanSubscribe(inbox+".*", replies)
 	if err != nil {
 		return fmt.Errorf("primaries: subscribe for the INFO of %q: %w", p.svc.Name, err)
 	}
@@ -65,14 +75,15 @@ func (p *Primary) waitSuccessor(ctx context.Context, instance string) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	pace := probeFirst
-	for {
+	for asked := 0; ; {
 		select {
 		case m := <-replies:
 			if servedBy(m.Data, instance, want) {
 				return nil
 			}
 		case <-timer.C:
-			if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+			asked++
+			if err := nc.PublishRequest(subject, inbox+"."+strconv.Itoa(asked), nil); err != nil {
 				return fmt.Errorf("primaries: ask %s: %w", subject, err)
 			}
 			timer.Reset(pace)

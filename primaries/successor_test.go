@@ -21,7 +21,7 @@ func TestWaitSuccessorConfirmsTheNewHolderAtTheBroker(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		if err := WaitSuccessor(ctx, "engine-b", ours); !errors.Is(err, context.DeadlineExceeded) {
+		if err := WaitSuccessor(ctx, nil, "engine-b", ours); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s: WaitSuccessor = %v, want it to wait until its context ends", what, err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestWaitSuccessorConfirmsTheNewHolderAtTheBroker(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		confirmed <- WaitSuccessor(ctx, "engine-b", ours)
+		confirmed <- WaitSuccessor(ctx, nil, "engine-b", ours)
 	}()
 	select {
 	case err := <-confirmed:
