@@ -79,11 +79,9 @@ func (a *rootActor) rollCall(c *actor.Context) {
 	if ask == nil {
 		return
 	}
-	a.goWait(c, time.Now().Add(2*rollCallWindow), func(ctx context.Context) any {
-		rctx, cancel := context.WithTimeout(ctx, rollCallWindow)
-		defer cancel()
-		any, err := ask(rctx)
-		return rollCallDone{any: any, err: err}
+	a.goWait(c, time.Now().Add(rollCallWindow), func(ctx context.Context) any {
+		found, err := ask(ctx)
+		return rollCallDone{any: found, err: err}
 	})
 }
 

@@ -129,11 +129,11 @@ func TestAnyStandbyOverARealBroker(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		any, err := AnyStandby(ctx, nc)
+		found, err := AnyStandby(ctx, nc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return any
+		return found
 	}
 	if ask() {
 		t.Fatal("AnyStandby with only the holder subscribed = true")

@@ -134,57 +134,53 @@ func (s *Server) handle(ctx context.Context, data []byte) StepDownReply {
 
 // Standbys calls the roll call and gathers the answers that arrive within window.
 func Standbys(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Standby, error) {
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe() //nolint:errcheck // best effort: the inbox is ours alone
-	if err := nc.PublishRequest(StandbysSubject, inbox, nil); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
 	var out []Standby
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return out, nil
-			}
-			return out, err
-		}
-		var sb Standby
-		if len(m.Data) == 0 || json.Unmarshal(m.Data, &sb) != nil || sb.InstanceID == "" {
-			continue // a no-responders status, or a foreign answer
-		}
+	err := rollCall(ctx, nc, func(sb Standby) bool {
 		out = append(out, sb)
-	}
+		return true
+	})
+	return out, err
 }
 
 // AnyStandby calls the roll call and reports whether any engine answers it before ctx
 // ends: true at the first answer, false once ctx has ended without one.
 func AnyStandby(ctx context.Context, nc *nats.Conn) (bool, error) {
+	found := false
+	err := rollCall(ctx, nc, func(Standby) bool {
+		found = true
+		return false
+	})
+	return found, err
+}
+
+// rollCall asks the roll call and hands each standby's answer to each, until each
+// returns false or ctx ends (which is no error: the roll call has no end of its own).
+func rollCall(ctx context.Context, nc *nats.Conn, each func(Standby) bool) error {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // best effort: the inbox is ours alone
 	if err := nc.PublishRequest(StandbysSubject, inbox, nil); err != nil {
-		return false, err
+		return err
 	}
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-			return false, nil
+			return nil
 		case err != nil:
-			return false, err
+			return err
 		}
 		var sb Standby
-		if len(m.Data) > 0 && json.Unmarshal(m.Data, &sb) == nil && sb.InstanceID != "" {
-			return true, nil
+		if len(m.Data) == 0 || json.Unmarshal(m.Data, &sb) != nil || sb.InstanceID == "" {
+			continue // a no-responders status, or a foreign answer
+		}
+		if !each(sb) {
+			return nil
 		}
 	}
 }
