@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"strconv"
 )
 
@@ -126,4 +127,96 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// Appenders of the request bodies, for the SDKs: each appends what json.Marshal writes
+// for the request (FuzzAppendRequestJSON holds them to that) and fails where it fails.
+
+// AppendJSON appends r as JSON.
+func (r KVKeyRequest) AppendJSON(b []byte) ([]byte, error) {
+	b = appendCtx(b, r.Ctx)
+	b = appendString(append(b, `"key":`...), r.Key)
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends r as JSON; a TTL that is not a finite number is json.Marshal's
+// error.
+func (r KVSetRequest) AppendJSON(b []byte) ([]byte, error) {
+	b = appendCtx(b, r.Ctx)
+	b = appendString(append(b, `"key":`...), r.Key)
+	b = appendBytes(append(b, `,"value":`...), r.Value)
+	if r.TTLSeconds != 0 {
+		var err error
+		if b, err = appendFloat(append(b, `,"ttl_seconds":`...), r.TTLSeconds); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends r as JSON.
+func (r KVValueRequest) AppendJSON(b []byte) ([]byte, error) {
+	b = appendCtx(b, r.Ctx)
+	b = appendString(append(b, `"key":`...), r.Key)
+	b = appendBytes(append(b, `,"value":`...), r.Value)
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends r as JSON.
+func (r ObjectRequest) AppendJSON(b []byte) ([]byte, error) {
+	b = appendCtx(b, r.Ctx)
+	b = appendString(append(b, `"prefix":`...), r.Prefix)
+	b = appendString(append(b, `,"key":`...), r.Key)
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends r as JSON.
+func (r PutObjectRequest) AppendJSON(b []byte) ([]byte, error) {
+	b = appendCtx(b, r.Ctx)
+	b = appendString(append(b, `"prefix":`...), r.Prefix)
+	b = appendString(append(b, `,"key":`...), r.Key)
+	b = appendBytes(append(b, `,"content":`...), r.Content)
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends r as JSON.
+func (r ListObjectsRequest) AppendJSON(b []byte) ([]byte, error) {
+	b = appendCtx(b, r.Ctx)
+	b = appendString(append(b, `"prefix":`...), r.Prefix)
+	return append(b, '}'), nil
+}
+
+// appendCtx opens a request object and writes its context member, if any, with the
+// comma after it.
+func appendCtx(b []byte, c Ctx) []byte {
+	b = append(b, '{')
+	if c.Context == nil {
+		return b
+	}
+	b = append(b, `"context":{`...)
+	sep := false
+	if c.Context.TraceID != "" {
+		b = appendString(append(b, `"trace_id":`...), c.Context.TraceID)
+		sep = true
+	}
+	if c.Context.TimeoutMS != 0 {
+		if sep {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(append(b, `"timeout_ms":`...), c.Context.TimeoutMS, 10)
+	}
+	return append(b, "},"...)
+}
+
+// appendFloat appends f as encoding/json writes a float64: plain decimals between 1e-6
+// and 1e21, anything else (exponents, NaN and infinities, which fail) by json.Marshal.
+func appendFloat(b []byte, f float64) ([]byte, error) {
+	if abs := math.Abs(f); abs >= 1e-6 && abs < 1e21 {
+		return strconv.AppendFloat(b, f, 'f', -1, 64), nil
+	}
+	q, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, q...), nil
 }

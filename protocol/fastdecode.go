@@ -5,13 +5,15 @@ import (
 	"unicode/utf8"
 )
 
-// The fast path of request decoding: a reader for the exact shapes the SDKs send (an
-// object of the request's members, spelled exactly, with strings without escapes, byte
-// values as base64, whole numbers), without reflection. Anything else (an escape, an
+// The fast path of request and reply decoding: a reader for the exact shapes the SDKs
+// send and the engine answers (an object of the payload's members, spelled exactly,
+// with strings without escapes, byte values as base64, whole numbers, booleans),
+// without reflection. Anything else (an escape, an
 // unknown or differently cased member, null, a fraction, a nested value) is left to
-// the engine's strict decoder built on encoding/json, which also reports every error:
-// DecodeFast only ever says "decoded" or "not mine". What it decodes, it decodes to the
-// value encoding/json gives (FuzzDecodeFast holds it to that).
+// the engine's strict decoder built on encoding/json (a reply, to encoding/json), which
+// also reports every error: DecodeFast only ever says "decoded" or "not mine". What it
+// decodes, it decodes to the value encoding/json gives (FuzzDecodeRequest in primaries
+// and FuzzDecodeReply hold it to that).
 
 // RequestCtx returns the request's Ctx, so a handler reaches the "context" member of
 // any request without reflection.
@@ -56,6 +58,44 @@ func (r *ListObjectsRequest) DecodeFast(data []byte) bool {
 	return decodeFast(data, ms[:]) || reset(r)
 }
 
+// DecodeFast decodes data into r and reports true if data has the exact shape the
+// engine writes (AppendJSON's, in any member order); otherwise r is left zero and
+// false is returned, and the caller decodes with encoding/json.
+func (r *KVGetReply) DecodeFast(data []byte) bool {
+	ms := [...]fastMember{{name: "found", t: &r.Found}, {name: "value", b: &r.Value, null: true}}
+	return decodeFast(data, ms[:]) || reset(r)
+}
+
+// DecodeFast is KVGetReply.DecodeFast for a KVSetReply.
+func (r *KVSetReply) DecodeFast(data []byte) bool {
+	ms := [...]fastMember{{name: "set", t: &r.Set}}
+	return decodeFast(data, ms[:]) || reset(r)
+}
+
+// DecodeFast is KVGetReply.DecodeFast for a KVDeleteReply.
+func (r *KVDeleteReply) DecodeFast(data []byte) bool {
+	ms := [...]fastMember{{name: "deleted", t: &r.Deleted}}
+	return decodeFast(data, ms[:]) || reset(r)
+}
+
+// DecodeFast is KVGetReply.DecodeFast for a KVExistsReply.
+func (r *KVExistsReply) DecodeFast(data []byte) bool {
+	ms := [...]fastMember{{name: "exists", t: &r.Exists}}
+	return decodeFast(data, ms[:]) || reset(r)
+}
+
+// DecodeFast is KVGetReply.DecodeFast for a GetObjectReply.
+func (r *GetObjectReply) DecodeFast(data []byte) bool {
+	ms := [...]fastMember{{name: "content", b: &r.Content, null: true}}
+	return decodeFast(data, ms[:]) || reset(r)
+}
+
+// DecodeFast is KVGetReply.DecodeFast for an ObjectMetadataReply.
+func (r *ObjectMetadataReply) DecodeFast(data []byte) bool {
+	ms := [...]fastMember{{name: "size", i: &r.Size}, {name: "modified_at", s: &r.ModifiedAt}}
+	return decodeFast(data, ms[:]) || reset(r)
+}
+
 // reset zeroes a request the fast path gave up on half way, so the strict decoder
 // starts from what encoding/json would start from; it returns false.
 func reset[T any](r *T) bool {
@@ -65,14 +105,17 @@ func reset[T any](r *T) bool {
 }
 
 // fastMember is one member the fast path knows: its exact name and where it goes
-// (exactly one of the pointers is set).
+// (exactly one of the pointers is set). null lets a byte member be null (nil), as the
+// engine writes a missing value; requests leave null to the strict decoder.
 type fastMember struct {
 	name string
 	s    *string
 	b    *[]byte
 	f    *float64
 	i    *int64
+	t    *bool
 	c    **RequestContext
+	null bool
 }
 
 func ctxMember(c *Ctx) fastMember { return fastMember{name: "context", c: &c.Context} }
@@ -132,6 +175,9 @@ func (s *fastScan) value(m *fastMember) bool {
 			*m.s = string(v)
 		}
 		return ok
+	case m.b != nil && m.null && s.literal("null"):
+		*m.b = nil
+		return true
 	case m.b != nil:
 		v, ok := s.str()
 		if !ok {
@@ -158,6 +204,16 @@ func (s *fastScan) value(m *fastMember) bool {
 			*m.i = v
 		}
 		return ok
+	case m.t != nil:
+		switch {
+		case s.literal("true"):
+			*m.t = true
+		case s.literal("false"):
+			*m.t = false
+		default:
+			return false
+		}
+		return true
 	default: // the context member; a second one adds to the first, as encoding/json does
 		if *m.c == nil {
 			*m.c = new(RequestContext)
@@ -188,6 +244,23 @@ func (s *fastScan) next(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// literal consumes the literal lit (true, false, null) after whitespace, if it is
+// there and is not the start of a longer word.
+func (s *fastScan) literal(lit string) bool {
+	s.ws()
+	end := s.i + len(lit)
+	if end > len(s.b) || string(s.b[s.i:end]) != lit {
+		return false
+	}
+	if end < len(s.b) {
+		if c := s.b[end]; c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			return false
+		}
+	}
+	s.i = end
+	return true
 }
 
 // str reads a string of valid UTF-8 without escapes or control characters and returns

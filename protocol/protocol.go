@@ -158,7 +158,46 @@ const (
 // ServiceSubject is the subject of a kernel service operation:
 // abi.svc.<service>.v1.<operation>.
 func ServiceSubject(service, operation string) string {
+	if s := kernelSubject(service, operation); s != "" {
+		return s
+	}
 	return ServicePrefix + service + ".v1." + operation
+}
+
+// kernelSubject is ServiceSubject of a kernel operation as a constant, "" for any other:
+// the SDK names a subject on every call, and a concatenation allocates.
+func kernelSubject(service, operation string) string {
+	switch service {
+	case KeyValue:
+		switch operation {
+		case OpGet:
+			return ServicePrefix + KeyValue + ".v1." + OpGet
+		case OpSet:
+			return ServicePrefix + KeyValue + ".v1." + OpSet
+		case OpSetIfNotExists:
+			return ServicePrefix + KeyValue + ".v1." + OpSetIfNotExists
+		case OpDelete:
+			return ServicePrefix + KeyValue + ".v1." + OpDelete
+		case OpDeleteIfValueMatches:
+			return ServicePrefix + KeyValue + ".v1." + OpDeleteIfValueMatches
+		case OpExists:
+			return ServicePrefix + KeyValue + ".v1." + OpExists
+		}
+	case ObjectStorage:
+		switch operation {
+		case OpPutObject:
+			return ServicePrefix + ObjectStorage + ".v1." + OpPutObject
+		case OpGetObject:
+			return ServicePrefix + ObjectStorage + ".v1." + OpGetObject
+		case OpDeleteObject:
+			return ServicePrefix + ObjectStorage + ".v1." + OpDeleteObject
+		case OpListObjects:
+			return ServicePrefix + ObjectStorage + ".v1." + OpListObjects
+		case OpGetObjectMetadata:
+			return ServicePrefix + ObjectStorage + ".v1." + OpGetObjectMetadata
+		}
+	}
+	return ""
 }
 
 // TransferPrefix is the transfer subject prefix of a kernel service:

@@ -68,3 +68,27 @@ func TestCodes(t *testing.T) {
 		t.Errorf("ServiceSubject = %s", got)
 	}
 }
+
+// The kernel subjects ServiceSubject gives as constants are the ones it builds.
+func TestKernelSubjects(t *testing.T) {
+	for svc, ops := range map[string][]string{
+		KeyValue:      {OpGet, OpSet, OpSetIfNotExists, OpDelete, OpDeleteIfValueMatches, OpExists},
+		ObjectStorage: {OpPutObject, OpGetObject, OpDeleteObject, OpListObjects, OpGetObjectMetadata},
+	} {
+		for _, op := range ops {
+			want := ServicePrefix + svc + ".v1." + op
+			if got := kernelSubject(svc, op); got != want {
+				t.Errorf("kernelSubject(%q, %q) = %q, want %q", svc, op, got, want)
+			}
+			if got := ServiceSubject(svc, op); got != want {
+				t.Errorf("ServiceSubject(%q, %q) = %q, want %q", svc, op, got, want)
+			}
+		}
+	}
+	if got := ServiceSubject("other", OpGet); got != "abi.svc.other.v1.get" {
+		t.Errorf("ServiceSubject of another service = %q", got)
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = ServiceSubject(KeyValue, OpGet) }); n != 0 {
+		t.Errorf("ServiceSubject of a kernel operation allocates %v times", n)
+	}
+}
