@@ -91,25 +91,33 @@ func (p RetryPolicy) WindowFor(timeout time.Duration) time.Duration {
 // the other transfer operations, presence, agent, job and inbox subjects, $SRV verbs.
 // Subjects with wildcards or empty tokens are never retried.
 func Retryable(subject string) bool {
-	toks := strings.Split(subject, ".")
-	for _, tok := range toks {
+	// The tokens are walked without splitting the subject: this runs on every call.
+	var head [5]string // the first five tokens
+	var prev, last string
+	n := 0
+	for rest, more := subject, true; more; n++ {
+		var tok string
+		tok, rest, more = strings.Cut(rest, ".")
 		if tok == "" || tok == "*" || tok == ">" || isOwnerID(tok) {
 			return false
 		}
+		if n < len(head) {
+			head[n] = tok
+		}
+		prev, last = last, tok
 	}
-	n := len(toks)
-	if n >= 3 && toks[n-2] == "transfer" && toks[n-1] == "open" {
+	if n >= 3 && prev == "transfer" && last == "open" {
 		return true
 	}
-	if n < 5 || toks[0] != "abi" || toks[3] != "v1" {
+	if n < 5 || head[0] != "abi" || head[3] != "v1" {
 		return false
 	}
-	switch toks[1] {
+	switch head[1] {
 	case "svc":
 		// The transfer's session operations go to the engine that opened it.
-		return toks[4] != "transfer"
+		return head[4] != "transfer"
 	case "discovery":
-		return toks[4] != "presence"
+		return head[4] != "presence"
 	}
 	return false
 }

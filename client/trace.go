@@ -23,12 +23,12 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // noTrace ends a request that carries no trace.
-func noTrace(*Reply, *CallError) {}
+func noTrace(string, *CallError) {}
 
 // trace starts the request's span, when the transport has a tracer, and returns the
 // headers that carry the trace context to the engine, and the function that ends the
 // span with the request's outcome.
-func (t *Transport) trace(ctx context.Context, subject string, headers nats.Header) (context.Context, nats.Header, func(*Reply, *CallError)) {
+func (t *Transport) trace(ctx context.Context, subject string, headers nats.Header) (context.Context, nats.Header, func(string, *CallError)) {
 	if t.tracer == nil {
 		if !trace.SpanContextFromContext(ctx).IsValid() {
 			return ctx, headers, noTrace
@@ -37,7 +37,7 @@ func (t *Transport) trace(ctx context.Context, subject string, headers nats.Head
 	}
 	ctx, span := t.tracer.Start(ctx, subject, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", subject)))
-	return ctx, traceprop.Inject(ctx, headers), func(r *Reply, ce *CallError) {
+	return ctx, traceprop.Inject(ctx, headers), func(instance string, ce *CallError) {
 		switch {
 		case ce != nil:
 			span.SetAttributes(attribute.String("abi.code", string(ce.Err.Code)))
@@ -45,8 +45,8 @@ func (t *Transport) trace(ctx context.Context, subject string, headers nats.Head
 				span.SetAttributes(attribute.String("abi.instance", ce.Instance))
 			}
 			span.SetStatus(codes.Error, ce.Error())
-		case r != nil:
-			span.SetAttributes(attribute.String("abi.code", "OK"), attribute.String("abi.instance", r.Instance))
+		default:
+			span.SetAttributes(attribute.String("abi.code", "OK"), attribute.String("abi.instance", instance))
 		}
 		span.End()
 	}

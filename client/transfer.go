@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -235,7 +236,7 @@ func (t *Transport) exchange(ctx context.Context, subject string, req, out any) 
 		return ce
 	}
 	if err := json.Unmarshal(r.Data, out); err != nil {
-		return &CallError{Subject: subject, Instance: r.Instance, Err: protocol.Errorf(protocol.Internal, "decode reply %.64q: %v", r.Data, err), Cause: err}
+		return &CallError{Subject: subject, Instance: r.Header.Get(protocol.HeaderInstance), Err: protocol.Errorf(protocol.Internal, "decode reply %.64q: %v", r.Data, err), Cause: err}
 	}
 	return nil
 }
@@ -323,7 +324,10 @@ func overflowEnvelope(body []byte) (*protocol.OverflowRef, bool) {
 	if len(body) == 0 || body[0] != '{' {
 		return nil, false
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if !mayBeEnvelope(body) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var env protocol.OverflowEnvelope
 	if err := dec.Decode(&env); err != nil || env.Overflow == nil || env.Overflow.ID == "" || dec.More() {
@@ -332,15 +336,35 @@ func overflowEnvelope(body []byte) (*protocol.OverflowRef, bool) {
 	return env.Overflow, true
 }
 
-// unpark replaces a reply that announces a parked reply with the reply itself: it reads
+// mayBeEnvelope is overflowEnvelope's cheap test, run on every reply: the body's first
+// member is "overflow", its only one, as encoding/json would match it (any case, or a
+// name with escapes, which is left to the decoder).
+func mayBeEnvelope(body []byte) bool {
+	i := 1 // past '{'
+	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
+		i++
+	}
+	const name = "overflow"
+	if i >= len(body) || body[i] != '"' {
+		return false
+	}
+	rest := body[i+1:]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return false
+	}
+	if bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return true
+	}
+	return len(rest[:end]) == len(name) && bytes.EqualFold(rest[:end], []byte(name))
+}
+
+// unpark replaces a reply that announces a parked reply (ref, found by parkedRef with
+// perr) with the reply itself: it reads
 // the parked session on its owner, checks the size and closes the session, whatever
 // happens. The result carries the announcement's headers without the overflow ones.
 // The operation has run by then, so no error from here is retryable.
-func (t *Transport) unpark(ctx context.Context, subject string, m *nats.Msg) (*nats.Msg, *CallError) {
-	ref, ok, perr := parkedRef(m)
-	if !ok {
-		return m, nil
-	}
+func (t *Transport) unpark(ctx context.Context, subject string, m *nats.Msg, ref *protocol.OverflowRef, perr *protocol.Error) (*nats.Msg, *CallError) {
 	instance := m.Header.Get(protocol.HeaderInstance)
 	if perr != nil {
 		if _, _, err := protocol.ParseSessionID(ref.ID); err == nil && validPrefix(ref.Prefix) == nil {

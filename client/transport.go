@@ -36,6 +36,9 @@ type Transport struct {
 	// maxTransfer bounds a transfer and a parked reply (WithMaxTransferBytes).
 	maxTransfer int64
 	tracer      trace.Tracer // WithTracerProvider (trace.go); nil: none
+	// overflow is the header of every typed call (overflowHeader), made once: nothing
+	// writes to a request's headers (a trace is injected into a copy).
+	overflow nats.Header
 }
 
 // Option configures a Transport.
@@ -61,7 +64,8 @@ func NewTransport(nc *nats.Conn, opts ...Option) (*Transport, error) {
 }
 
 func newTransport(c conn, opts ...Option) (*Transport, error) {
-	t := &Transport{conn: c, policy: DefaultRetryPolicy(), timeout: DefaultTimeout, maxTransfer: DefaultMaxTransferBytes}
+	t := &Transport{conn: c, policy: DefaultRetryPolicy(), timeout: DefaultTimeout, maxTransfer: DefaultMaxTransferBytes,
+		overflow: overflowHeader()}
 	for _, opt := range opts {
 		opt(t)
 	}
@@ -120,20 +124,32 @@ type Reply struct {
 // retryable: the operation has run. Without the header, an engine answers a reply that
 // large with PAYLOAD_TOO_LARGE.
 func (t *Transport) Request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*Reply, error) {
+	m, ce := t.roundTrip(ctx, subject, payload, headers)
+	if ce != nil {
+		return nil, ce
+	}
+	return &Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
+}
+
+// roundTrip is Request with the reply's message: the call counted, bounded and traced.
+func (t *Transport) roundTrip(ctx context.Context, subject string, payload []byte, headers nats.Header) (*nats.Msg, *CallError) {
 	t.counters.calls.Add(1)
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	ctx, headers, traced := t.trace(ctx, subject, headers)
-	r, ce := t.request(ctx, subject, payload, headers)
-	traced(r, ce)
+	m, ce := t.request(ctx, subject, payload, headers)
 	if ce != nil {
+		traced("", ce)
 		t.counters.fail(ce.Err.Code)
 		return nil, ce
 	}
-	return r, nil
+	traced(m.Header.Get(protocol.HeaderInstance), nil)
+	return m, nil
 }
 
-func (t *Transport) request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*Reply, *CallError) {
+// request is Request's retry loop; it returns the reply message (of the parked reply,
+// when there was one).
+func (t *Transport) request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*nats.Msg, *CallError) {
 	start := time.Now()
 	var window time.Duration
 	if Retryable(subject) {
@@ -141,8 +157,9 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 		window = t.policy.WindowFor(deadline.Sub(start))
 	}
 	giveUp := start.Add(window)
+	msg := &nats.Msg{Subject: subject, Data: payload, Header: headers} // nats.go only reads it
 	for retry := 0; ; retry++ {
-		m, err := t.attempt(ctx, &nats.Msg{Subject: subject, Data: payload, Header: headers})
+		m, err := t.attempt(ctx, msg)
 		t.counters.sawNoResponders(err)
 		var ce *CallError
 		switch {
@@ -157,7 +174,7 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 		}
 		if ce == nil {
 			if !isErrorReply(m) {
-				return &Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
+				return m, nil
 			}
 			ce = &CallError{Subject: subject, Instance: m.Header.Get(protocol.HeaderInstance), Err: decodeErrorReply(m)}
 		}
@@ -243,6 +260,10 @@ func (t *Transport) attempt(ctx context.Context, msg *nats.Msg) (*nats.Msg, erro
 // unparkBounded is unpark under a context that ends at ctx's deadline: fetching a
 // parked reply waits on its context.
 func (t *Transport) unparkBounded(ctx context.Context, subject string, m *nats.Msg) (*nats.Msg, *CallError) {
+	ref, ok, perr := parkedRef(m)
+	if !ok {
+		return m, nil // an ordinary reply: no context to make
+	}
 	if ctx.Done() == nil {
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
@@ -250,7 +271,7 @@ func (t *Transport) unparkBounded(ctx context.Context, subject string, m *nats.M
 			defer cancel()
 		}
 	}
-	return t.unpark(ctx, subject, m)
+	return t.unpark(ctx, subject, m, ref, perr)
 }
 
 // requestContext is the "context" member of a request: the time left until ctx's
@@ -269,7 +290,7 @@ func (t *Transport) call(ctx context.Context, service, op string, build func(*pr
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	subject := protocol.ServiceSubject(service, op)
-	body, err := json.Marshal(build(requestContext(ctx)))
+	body, err := EncodeRequest(build(requestContext(ctx)))
 	if err != nil {
 		t.counters.calls.Add(1)
 		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
@@ -280,22 +301,48 @@ func (t *Transport) call(ctx context.Context, service, op string, build func(*pr
 // send is the second half of call, for callers that checked the encoded body first.
 // Every typed call says it can take a parked reply, so a reply of any size arrives.
 func (t *Transport) send(ctx context.Context, subject string, body []byte, out any) error {
-	reply, err := t.Request(ctx, subject, body, overflowHeader())
-	if err != nil {
-		return err
+	reply, ce := t.roundTrip(ctx, subject, body, t.overflow)
+	if ce != nil {
+		return ce
 	}
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(reply.Data, out); err != nil {
+	if err := DecodeReply(reply.Data, out); err != nil {
 		return t.failed(&CallError{
 			Subject:  subject,
-			Instance: reply.Instance,
+			Instance: reply.Header.Get(protocol.HeaderInstance),
 			Err:      protocol.Errorf(protocol.Internal, "decode reply %.64q: %v", reply.Data, err),
 			Cause:    err,
 		})
 	}
 	return nil
+}
+
+// requestAppender is a request with an appender of its own (protocol's request types).
+type requestAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
+// replyDecoder is a reply with a fast path of its own (protocol's reply types).
+type replyDecoder interface{ DecodeFast(data []byte) bool }
+
+// EncodeRequest encodes a request body as json.Marshal does, without reflection for
+// protocol's request types (their AppendJSON).
+func EncodeRequest(req any) ([]byte, error) {
+	if a, ok := req.(requestAppender); ok {
+		return a.AppendJSON(make([]byte, 0, 128))
+	}
+	return json.Marshal(req)
+}
+
+// DecodeReply decodes a reply body into out as json.Unmarshal does; protocol's reply
+// types in the shapes the engine writes take their fast path instead (DecodeFast).
+func DecodeReply(data []byte, out any) error {
+	if d, ok := out.(replyDecoder); ok && d.DecodeFast(data) {
+		return nil
+	}
+	return json.Unmarshal(data, out)
 }
 
 // failed counts a failure found after the transport's own part of the call.
