@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -21,20 +22,19 @@ const (
 	RawHeaderWorkload = "echo-instance-header"
 )
 
-// rawQueue is the echo responder's queue group, the one micro services use.
-const rawQueue = "q"
-
-// drainWait bounds the wait for the echo responder's subscription to drain.
+// drainWait bounds the wait for the echo service's subscription to drain.
 const drainWait = 5 * time.Second
 
 // RawNATS measures plain NATS request/reply as Run measures an engine: cfg's
 // Concurrency, Duration or Count, PayloadBytes, Timeout and Seed, through nc, against
-// an echo responder on a fresh subject in queue group "q". RawNATS subscribes the
-// responder before the run and drains it after, on nc or on the connection given with
-// WithResponderConn. Every request carries a unique value, and a reply that does not
-// echo it counts as a mismatch. The options are Run's. Service, Workload, Keys,
-// KeyPrefix and Cleanup are ignored; the report names Service RawService and Workload
-// RawWorkload.
+// an echo on a fresh subject: an endpoint of a NATS micro service (queue group "q",
+// like the engine's services), so what the comparison leaves out of the engine is only
+// its own work. RawNATS adds the echo service before the run and stops it after, on nc
+// or on the connection given with WithResponderConn. Every request carries a unique
+// value, and a reply that does not echo it counts as a mismatch. The options are
+// Run's. Service, Workload, Keys, KeyPrefix and Cleanup are ignored; the report names
+// Service RawService and Workload RawWorkload (RawHeaderWorkload with
+// WithInstanceHeader).
 func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Report, error) {
 	if nc == nil {
 		return nil, errors.New("bench: RawNATS needs a NATS connection, got nil")
@@ -47,11 +47,11 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 		return nil, err
 	}
 	cfg.Service, cfg.Workload, cfg.Keys, cfg.KeyPrefix, cfg.Cleanup = RawService, RawWorkload, 0, "", false
-	respond := func(m *nats.Msg) { _ = m.Respond(m.Data) }
+	respond := func(r micro.Request) { _ = r.Respond(r.Data()) }
 	if o.echoHeader != "" {
 		cfg.Workload = RawHeaderWorkload
-		header := nats.Header{protocol.HeaderInstance: []string{o.echoHeader}} // read-only, shared
-		respond = func(m *nats.Msg) { _ = m.RespondMsg(&nats.Msg{Header: header, Data: m.Data}) }
+		header := micro.WithHeaders(micro.Headers{protocol.HeaderInstance: []string{o.echoHeader}}) // read-only, shared
+		respond = func(r micro.Request) { _ = r.Respond(r.Data(), header) }
 	}
 	if limit := nc.MaxPayload(); limit > 0 && int64(cfg.PayloadBytes) > limit {
 		return nil, fmt.Errorf("bench: payload_bytes %d is over the broker's max payload of %d bytes", cfg.PayloadBytes, limit)
@@ -61,28 +61,23 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 		rc = o.responder
 	}
 	subject := "_bench.echo." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
-	sub, err := rc.QueueSubscribe(subject, rawQueue, respond)
+	before := rc.NumSubscriptions()
+	svc, err := micro.AddService(rc, micro.Config{Name: echoService, Version: "1.0.0", QueueGroup: echoQueue})
 	if err != nil {
-		return nil, fmt.Errorf("bench: subscribe the echo responder on %s: %w", subject, err)
+		return nil, fmt.Errorf("bench: add the echo service: %w", err)
 	}
-	closedCh := sub.StatusChanged(nats.SubscriptionClosed)
-	defer func() {
-		// Drain answers what the responder has received, so no request of a cancelled
-		// run is left behind; then its goroutine ends.
-		if err := sub.Drain(); err == nil {
-			select {
-			case <-closedCh:
-			case <-time.After(drainWait):
-			}
-		}
-	}()
+	err = svc.AddEndpoint("echo", micro.HandlerFunc(respond), micro.WithEndpointSubject(subject))
+	defer stopEcho(svc, rc, rc.NumSubscriptions()-before)
+	if err != nil {
+		return nil, fmt.Errorf("bench: add the echo endpoint on %s: %w", subject, err)
+	}
 	// The subscription must reach the server before the first request, or that one
 	// finds no responders.
 	fctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	err = rc.FlushWithContext(fctx)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("bench: flush the echo responder's subscription: %w", err)
+		return nil, fmt.Errorf("bench: flush the echo service's subscriptions: %w", err)
 	}
 	rep := measure(ctx, cfg, o, func(id int, l *loop) {
 		rng := workerRand(cfg.Seed, id)
@@ -96,6 +91,31 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 	})
 	rep.History = o.recorder.History()
 	return rep, nil
+}
+
+// Identity of the echo service: its name, and the queue group of its endpoint, the one
+// micro services use by default.
+const (
+	echoService = "abi_bench_echo"
+	echoQueue   = "q"
+)
+
+// stopEcho stops the echo service: Stop drains its subscriptions (they answer what
+// they have received, so no request of a cancelled run is left behind), then it waits,
+// bounded, until the connection holds that many fewer subscriptions (added, the
+// service's): micro gives no handle on its subscriptions to wait on, and a drained one
+// leaves the connection when its goroutine is done.
+func stopEcho(svc micro.Service, rc *nats.Conn, added int) {
+	left := rc.NumSubscriptions() - added
+	if svc.Stop() != nil {
+		return // a closed connection: nothing is left to answer
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(drainWait)
+	for rc.NumSubscriptions() > left && time.Now().Before(deadline) {
+		<-tick.C
+	}
 }
 
 // echo makes one request and checks that the reply is the request, with instance in

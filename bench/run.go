@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -49,7 +48,7 @@ func Run(ctx context.Context, tr *client.Transport, cfg Config, opts ...Option) 
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "bench-" + randomID()
 	}
-	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes)}
+	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes), overflow: overflowHeader()}
 	if err := d.checkPayload(); err != nil {
 		return nil, err
 	}
@@ -82,6 +81,9 @@ type driver struct {
 	seeds []uint64
 	// pad is the filler after the tag of seeded values.
 	pad []byte
+	// overflow is the header of every call (overflowHeader), shared: nothing writes to
+	// a request's headers. nil: one per call.
+	overflow nats.Header
 }
 
 // work is one worker of the measured run.
@@ -365,12 +367,16 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 	defer cancel()
 	op.Invoke = time.Now()
 	defer func() { op.Complete = time.Now() }()
-	body, err := json.Marshal(build(requestContext(cctx)))
+	body, err := client.EncodeRequest(build(requestContext(cctx)))
 	if err != nil {
 		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
 		return
 	}
-	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, overflowHeader())
+	header := d.overflow
+	if header == nil {
+		header = overflowHeader()
+	}
+	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, header)
 	if err != nil {
 		failure(op, err)
 		op.Interrupted = ctx.Err() != nil
@@ -380,7 +386,7 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 	if out == nil {
 		return
 	}
-	if err := json.Unmarshal(reply.Data, out); err != nil {
+	if err := client.DecodeReply(reply.Data, out); err != nil {
 		// The engine answered, so the call ran; what it returned is unknown.
 		op.Code, op.Indefinite = protocol.Internal, true
 		op.Err = fmt.Sprintf("decode %s reply %.64q: %v", op.Kind, reply.Data, err)
@@ -442,7 +448,7 @@ func (d *driver) checkPayload() error {
 		kind = protocol.OpPutObject
 		req = protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(d.cfg.Keys - 1), Content: value}
 	}
-	body, err := json.Marshal(req)
+	body, err := client.EncodeRequest(req)
 	if err != nil {
 		return fmt.Errorf("bench: encode a %s request: %w", kind, err)
 	}
@@ -463,8 +469,7 @@ func requestContext(ctx context.Context) *protocol.RequestContext {
 	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
 }
 
-// overflowHeader says the caller takes a parked reply, as every typed call does; a
-// fresh map per call, as the Transport may be handed headers concurrently.
+// overflowHeader says the caller takes a parked reply, as every typed call does.
 func overflowHeader() nats.Header { return nats.Header{protocol.HeaderOverflow: []string{"1"}} }
 
 // tagLen is the length of a value's tag.
