@@ -147,8 +147,16 @@ func Adopt(ctx context.Context, recs Records, store string, epoch uint64) (Recor
 // epoch either, so a backend that was never told one cannot write past one that was.
 // Safe for concurrent use.
 type Held struct {
-	mu  sync.Mutex // serializes adoptions, so the held record follows the store's order
-	cur atomic.Pointer[Record]
+	// turn serializes adoptions, so the held record follows the store's order: a
+	// channel of one slot (made on first use, so the zero Held works) rather than a
+	// mutex, as a write waiting for an adoption is then a wait the tests can see.
+	turn     chan struct{}
+	turnOnce sync.Once
+	cur      atomic.Pointer[Record]
+	// adopting counts the adoptions under way or waiting for their turn (Adopt, Restore), so a
+	// write the store holds back meanwhile waits for them rather than guessing a pause
+	// (AwaitAdoption).
+	adopting atomic.Int32
 }
 
 // Load is the record the next write carries.
@@ -161,11 +169,21 @@ func (h *Held) Load() Record {
 
 func (h *Held) set(r Record) { h.cur.Store(&r) }
 
+// lock takes the turn of adoptions and judgements; unlock gives it back.
+func (h *Held) lock() {
+	h.turnOnce.Do(func() { h.turn = make(chan struct{}, 1) })
+	h.turn <- struct{}{}
+}
+
+func (h *Held) unlock() { <-h.turn }
+
 // Adopt adopts epoch (the package function) and holds the record. A concurrent adopter
 // in this process waits; one in another process loses the store's race or wins it.
 func (h *Held) Adopt(ctx context.Context, recs Records, store string, epoch uint64) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.adopting.Add(1)
+	defer h.adopting.Add(-1)
+	h.lock()
+	defer h.unlock()
 	rec, err := Adopt(ctx, recs, store, epoch)
 	if err != nil {
 		return err
@@ -195,8 +213,8 @@ const (
 // for an adoption of this backend under way: the store may show that adoption's epoch
 // before the backend holds it, and a write refused by it is this backend's own.
 func (h *Held) Judge(ctx context.Context, recs Records, store string, used Record) (Verdict, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.lock()
+	defer h.unlock()
 	if h.Load() != used {
 		return Resend, nil
 	}
@@ -219,13 +237,31 @@ func (h *Held) Judge(ctx context.Context, recs Records, store string, used Recor
 	}
 }
 
+// AwaitAdoption waits for the adoptions of this backend under way, if any, and reports
+// whether the held record moved on from used meanwhile. A store holds a write back
+// while an adoption's batch is in flight on the subject the write checks (nats-server
+// answers "wrong last sequence", undecided); the write then waits for the adoption
+// instead of pausing blindly, and goes out again under the new record at once: under the
+// old one the store would refuse it anyway. With no adoption under way it returns false
+// at once, and the caller pauses as it would.
+func (h *Held) AwaitAdoption(used Record) bool {
+	if h.adopting.Load() == 0 {
+		return false
+	}
+	h.lock() // an adoption is bounded by its own context
+	defer h.unlock()
+	return h.Load() != used
+}
+
 // Restore adopts the held epoch again when the store lost its record (it holds none, or
 // an older epoch), as after a bucket was deleted and recreated; restored says it wrote.
 // A store at the held epoch under another revision is taken as it is; one at a newer
 // epoch is left alone (writes are fenced). Backends run it when the engine probes them.
 func (h *Held) Restore(ctx context.Context, recs Records, store string) (restored bool, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.adopting.Add(1)
+	defer h.adopting.Add(-1)
+	h.lock()
+	defer h.unlock()
 	cur := h.Load()
 	if cur.Epoch == 0 {
 		return false, nil

@@ -38,25 +38,29 @@ func (f *Fence) Restore(ctx context.Context) (bool, error) {
 // Held is the record the next write carries.
 func (f *Fence) Held() epoch.Record { return f.held.Load() }
 
-// Write sends a write under the held record and reads the server's answer. send builds
+// Write sends a write under the held record and reads the server's answer. sendTok builds
 // its messages afresh on each call and puts the epoch check (Record.Check) on one of
 // them; what names the write in errors ("keyvalue set \"k\""); otherwise maps an error
 // other than a refusal by an expectation (the backend's writeError).
 //
+// A write the server holds back (undecided) while this backend adopts an epoch waits
+// for the adoption and goes out again under the new record (epoch.Held.AwaitAdoption).
 // A write refused for the epoch is sent once more when this backend's own record moved
 // on meanwhile (epoch.Resend); otherwise it is answered UNAVAILABLE, retryable (nothing
 // was stored), matching the *epoch.StaleError (a newer epoch: fenced) or
 // *epoch.LostError (the bucket lost its record) that says why. conflict reports a
 // refusal with the epoch current, which only a write with a second expectation can
 // meet: that one failed.
-func (f *Fence) Write(ctx context.Context, what string, send func(tok epoch.Record) error, otherwise func(error) error) (conflict bool, err error) {
+func (f *Fence) Write(ctx context.Context, what string, sendTok func(tok epoch.Record) error, otherwise func(error) error) (conflict bool, err error) {
 	resent := false
 	for {
 		tok := f.held.Load()
-		err := Send(ctx, func() error { return send(tok) })
+		err := send(ctx, func() error { return sendTok(tok) }, func() bool { return f.held.AwaitAdoption(tok) })
 		switch {
 		case err == nil:
 			return false, nil
+		case errors.Is(err, errMovedOn):
+			continue // held back during this backend's adoption: out again under its record
 		case !jserr.IsConflict(err):
 			return false, otherwise(err)
 		}

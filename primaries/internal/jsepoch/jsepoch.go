@@ -179,12 +179,23 @@ const (
 // replicated bucket every epoch-checked write checks the same subject, and the server
 // judges one such expectation at a time: concurrent writes of one engine meet 10164 as
 // a matter of course, so jserr.Resend's few tries are not enough for them.
-func Send(ctx context.Context, write func() error) error {
+func Send(ctx context.Context, write func() error) error { return send(ctx, write, nil) }
+
+// errMovedOn is send's answer when moved reported that the write's record was replaced
+// while the store held the write back: the caller sends it again under the new one.
+var errMovedOn = errors.New("jsepoch: the held epoch record moved on while the write was undecided")
+
+// send is Send; moved, when not nil, is asked first on an undecided answer and, when it
+// reports true, ends send with errMovedOn instead of a pause.
+func send(ctx context.Context, write func() error, moved func() bool) error {
 	pause := time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := write()
 		if attempt == maxResends || jserr.Classify(err) != jserr.Undecided {
 			return err
+		}
+		if moved != nil && moved() {
+			return errMovedOn
 		}
 		t := time.NewTimer(pause/2 + rand.N(pause))
 		select {
