@@ -42,7 +42,9 @@
 // history. WithoutHistory drops it for long benchmarks.
 //
 // RawNATS measures plain NATS request/reply with the same concurrency and payload,
-// against an echo responder it starts and stops itself. That gives
+// against an echo it starts and stops itself: an endpoint of a NATS micro service, as
+// the engine's services are, that stamps the instance header when asked
+// (WithInstanceHeader), as the protocol requires of any responder. That gives
 // docs/performance.md a baseline from the same run, and Compare turns the two reports
 // into a ratio line.
 //

@@ -25,10 +25,10 @@ func (c *cli) benchCommand() *cobra.Command {
 		Long: `bench drives keyvalue or object_storage through the SDK (retry on "no responders"
 included), prints a progress line while it runs, then throughput and latency
 percentiles. With --raw it first measures plain NATS request/reply with the same
-concurrency and payload, twice: a bare echo, and an echo that stamps the
-Abi-Engine-Instance header on every reply (the work the protocol requires of any
-responder); it prints the engine's ratio to each, so the engine's figures can be read
-against the broker's.`,
+concurrency and payload, twice, against an echo served as a NATS micro endpoint like
+the engine's: a bare echo, and one that stamps the Abi-Engine-Instance header on every
+reply (the work the protocol requires of any responder); it prints the engine's ratio
+to each, so the engine's figures can be read against the broker's.`,
 		Example: `  abi-engine bench --duration 10s --concurrency 16
   abi-engine bench --service object_storage --workload put-get --payload 65536 --json report.json`,
 		Args: cobra.NoArgs,
