@@ -215,11 +215,13 @@ func (a *hostActor) reserve(m reserve) {
 	a.give(e, min(m.release, e.bytes))
 	if err := a.fits(e, m.n); err != nil {
 		if m.ends {
-			// Ended before it is answered, so a client reading the error finds the
-			// session gone.
+			// Answered, then ended, in this one turn: the client's next call reaches
+			// the host after it and finds the session gone. Answering first keeps the
+			// session actor's stop, which answers what it holds NOT_FOUND, from
+			// answering this start before its error does.
+			m.call.fail(err)
 			a.closeSession(e, "its result did not fit")
 			a.publish()
-			m.call.fail(err)
 		}
 		a.eng.Send(e.pid, reserved{err: err})
 		return
