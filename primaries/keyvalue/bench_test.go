@@ -22,11 +22,12 @@ const requesters = 16
 
 // BenchmarkKeyValueGet measures keyvalue get over NATS with 16 concurrent requesters:
 // "raw" is a bare micro endpoint doing the same lookup in the same memory store (the
-// same JSON decoding and encoding, one call at a time as micro runs it), "primary" is
-// the ServicePrimary as the engine serves the memory backend (inline on micro's
-// callback; concurrency limit, call counting, lease check, instance header, error
-// envelope), "primary-pool" the same with the worker hand-off a backend doing I/O
-// gets. Compare their ops/s and allocations (docs/performance.md).
+// same JSON decoding and encoding, one call at a time as micro runs it), "raw-header"
+// the same stamping the instance header as the protocol requires of any responder,
+// "primary" the ServicePrimary as the engine serves the memory backend (inline on
+// micro's callback; concurrency limit, call counting, lease check, instance header,
+// error envelope), "primary-pool" the same with the worker hand-off a backend doing
+// I/O gets. Compare their ops/s and allocations (docs/performance.md).
 func BenchmarkKeyValueGet(b *testing.B) {
 	value := []byte("a value of some thirty-two bytes")
 	newStore := func(b *testing.B) *memory.Store {
@@ -42,7 +43,9 @@ func BenchmarkKeyValueGet(b *testing.B) {
 	}
 	subject := protocol.ServiceSubject(protocol.KeyValue, protocol.OpGet)
 
-	b.Run("raw", func(b *testing.B) {
+	// raw serves the bare micro endpoint; with header it stamps the instance header,
+	// the one piece of work the protocol requires of any responder.
+	raw := func(b *testing.B, header micro.Headers) {
 		srv := natstest.Start(b)
 		store := newStore(b)
 		svcConn := natstest.Connect(b, srv.URL())
@@ -51,6 +54,10 @@ func BenchmarkKeyValueGet(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = svc.Stop() })
+		var opts []micro.RespondOpt
+		if header != nil {
+			opts = append(opts, micro.WithHeaders(header))
+		}
 		err = svc.AddEndpoint(protocol.OpGet, micro.HandlerFunc(func(req micro.Request) {
 			var r protocol.KVKeyRequest
 			if err := json.Unmarshal(req.Data(), &r); err != nil {
@@ -62,7 +69,7 @@ func BenchmarkKeyValueGet(b *testing.B) {
 				_ = req.Error("500", err.Error(), nil)
 				return
 			}
-			_ = req.RespondJSON(protocol.KVGetReply{Found: found, Value: v})
+			_ = req.RespondJSON(protocol.KVGetReply{Found: found, Value: v}, opts...)
 		}), micro.WithEndpointSubject(subject))
 		if err != nil {
 			b.Fatal(err)
@@ -72,6 +79,10 @@ func BenchmarkKeyValueGet(b *testing.B) {
 			b.Fatal(err)
 		}
 		runGets(b, natstest.Connect(b, srv.URL()), subject, body)
+	}
+	b.Run("raw", func(b *testing.B) { raw(b, nil) })
+	b.Run("raw-header", func(b *testing.B) {
+		raw(b, micro.Headers{protocol.HeaderInstance: []string{"0123456789abcdef0123456789abcdef"}})
 	})
 
 	b.Run("primary", func(b *testing.B) {
