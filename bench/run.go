@@ -82,7 +82,7 @@ type driver struct {
 	// pad is the filler after the tag of seeded values.
 	pad []byte
 	// overflow is the header of every call (overflowHeader), shared: nothing writes to
-	// a request's headers. nil: one per call.
+	// a request's headers.
 	overflow nats.Header
 }
 
@@ -290,7 +290,7 @@ func (d *driver) set(ctx context.Context, worker int, key string, value []byte) 
 // does, and returns its record (worker is its Op.Worker). The chaos harness sends the
 // calls of its own a scenario needs with it, so they are recorded as the traffic is.
 func Set(ctx context.Context, tr *client.Transport, worker int, key string, value []byte, timeout time.Duration) Op {
-	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}}
+	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}, overflow: overflowHeader()}
 	return d.set(ctx, worker, key, value)
 }
 
@@ -367,16 +367,12 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 	defer cancel()
 	op.Invoke = time.Now()
 	defer func() { op.Complete = time.Now() }()
-	body, err := client.EncodeRequest(build(requestContext(cctx)))
+	body, err := protocol.EncodeRequest(build(requestContext(cctx)))
 	if err != nil {
 		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
 		return
 	}
-	header := d.overflow
-	if header == nil {
-		header = overflowHeader()
-	}
-	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, header)
+	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, d.overflow)
 	if err != nil {
 		failure(op, err)
 		op.Interrupted = ctx.Err() != nil
@@ -386,7 +382,7 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 	if out == nil {
 		return
 	}
-	if err := client.DecodeReply(reply.Data, out); err != nil {
+	if err := protocol.DecodeReply(reply.Data, out); err != nil {
 		// The engine answered, so the call ran; what it returned is unknown.
 		op.Code, op.Indefinite = protocol.Internal, true
 		op.Err = fmt.Sprintf("decode %s reply %.64q: %v", op.Kind, reply.Data, err)
@@ -448,7 +444,7 @@ func (d *driver) checkPayload() error {
 		kind = protocol.OpPutObject
 		req = protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(d.cfg.Keys - 1), Content: value}
 	}
-	body, err := client.EncodeRequest(req)
+	body, err := protocol.EncodeRequest(req)
 	if err != nil {
 		return fmt.Errorf("bench: encode a %s request: %w", kind, err)
 	}

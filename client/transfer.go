@@ -321,9 +321,6 @@ func parkedRef(m *nats.Msg) (ref *protocol.OverflowRef, ok bool, perr *protocol.
 // overflowEnvelope decodes body as an OverflowEnvelope and nothing else: a reply whose
 // body merely has an "overflow" member among others is an ordinary reply.
 func overflowEnvelope(body []byte) (*protocol.OverflowRef, bool) {
-	if len(body) == 0 || body[0] != '{' {
-		return nil, false
-	}
 	if !mayBeEnvelope(body) {
 		return nil, false
 	}
@@ -336,11 +333,14 @@ func overflowEnvelope(body []byte) (*protocol.OverflowRef, bool) {
 	return env.Overflow, true
 }
 
-// mayBeEnvelope is overflowEnvelope's cheap test, run on every reply: the body's first
-// member is "overflow", its only one, as encoding/json would match it (any case, or a
-// name with escapes, which is left to the decoder).
+// mayBeEnvelope is overflowEnvelope's cheap test, run on every reply: the body is an
+// object whose first member is "overflow", its only one, as encoding/json would match
+// it (any case, or a name with escapes, which is left to the decoder).
 func mayBeEnvelope(body []byte) bool {
-	i := 1 // past '{'
+	if len(body) == 0 || body[0] != '{' {
+		return false
+	}
+	i := 1
 	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
 		i++
 	}
@@ -360,10 +360,10 @@ func mayBeEnvelope(body []byte) bool {
 }
 
 // unpark replaces a reply that announces a parked reply (ref, found by parkedRef with
-// perr) with the reply itself: it reads
-// the parked session on its owner, checks the size and closes the session, whatever
-// happens. The result carries the announcement's headers without the overflow ones.
-// The operation has run by then, so no error from here is retryable.
+// perr) with the reply itself: it reads the parked session on its owner, checks the
+// size and closes the session, whatever happens. The result carries the
+// announcement's headers without the overflow ones. The operation has run by then, so
+// no error from here is retryable.
 func (t *Transport) unpark(ctx context.Context, subject string, m *nats.Msg, ref *protocol.OverflowRef, perr *protocol.Error) (*nats.Msg, *CallError) {
 	instance := m.Header.Get(protocol.HeaderInstance)
 	if perr != nil {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -290,7 +289,7 @@ func (t *Transport) call(ctx context.Context, service, op string, build func(*pr
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	subject := protocol.ServiceSubject(service, op)
-	body, err := EncodeRequest(build(requestContext(ctx)))
+	body, err := protocol.EncodeRequest(build(requestContext(ctx)))
 	if err != nil {
 		t.counters.calls.Add(1)
 		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
@@ -308,7 +307,7 @@ func (t *Transport) send(ctx context.Context, subject string, body []byte, out a
 	if out == nil {
 		return nil
 	}
-	if err := DecodeReply(reply.Data, out); err != nil {
+	if err := protocol.DecodeReply(reply.Data, out); err != nil {
 		return t.failed(&CallError{
 			Subject:  subject,
 			Instance: reply.Header.Get(protocol.HeaderInstance),
@@ -317,32 +316,6 @@ func (t *Transport) send(ctx context.Context, subject string, body []byte, out a
 		})
 	}
 	return nil
-}
-
-// requestAppender is a request with an appender of its own (protocol's request types).
-type requestAppender interface {
-	AppendJSON(b []byte) ([]byte, error)
-}
-
-// replyDecoder is a reply with a fast path of its own (protocol's reply types).
-type replyDecoder interface{ DecodeFast(data []byte) bool }
-
-// EncodeRequest encodes a request body as json.Marshal does, without reflection for
-// protocol's request types (their AppendJSON).
-func EncodeRequest(req any) ([]byte, error) {
-	if a, ok := req.(requestAppender); ok {
-		return a.AppendJSON(make([]byte, 0, 128))
-	}
-	return json.Marshal(req)
-}
-
-// DecodeReply decodes a reply body into out as json.Unmarshal does; protocol's reply
-// types in the shapes the engine writes take their fast path instead (DecodeFast).
-func DecodeReply(data []byte, out any) error {
-	if d, ok := out.(replyDecoder); ok && d.DecodeFast(data) {
-		return nil
-	}
-	return json.Unmarshal(data, out)
 }
 
 // failed counts a failure found after the transport's own part of the call.

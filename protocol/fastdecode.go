@@ -8,9 +8,9 @@ import (
 // The fast path of request and reply decoding: a reader for the exact shapes the SDKs
 // send and the engine answers (an object of the payload's members, spelled exactly,
 // with strings without escapes, byte values as base64, whole numbers, booleans),
-// without reflection. Anything else (an escape, an
-// unknown or differently cased member, null, a fraction, a nested value) is left to
-// the engine's strict decoder built on encoding/json (a reply, to encoding/json), which
+// without reflection. Anything else (an escape, an unknown or differently cased
+// member, a null where a request has it, a fraction, a nested value) is left to the
+// engine's strict decoder built on encoding/json (a reply, to encoding/json), which
 // also reports every error: DecodeFast only ever says "decoded" or "not mine". What it
 // decodes, it decodes to the value encoding/json gives (FuzzDecodeRequest in primaries
 // and FuzzDecodeReply hold it to that).
@@ -247,17 +247,13 @@ func (s *fastScan) next(c byte) bool {
 }
 
 // literal consumes the literal lit (true, false, null) after whitespace, if it is
-// there and is not the start of a longer word.
+// there. What follows it is the object's to check: "truex" leaves an "x" that is
+// neither a comma nor a closing brace.
 func (s *fastScan) literal(lit string) bool {
 	s.ws()
 	end := s.i + len(lit)
 	if end > len(s.b) || string(s.b[s.i:end]) != lit {
 		return false
-	}
-	if end < len(s.b) {
-		if c := s.b[end]; c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
-			return false
-		}
 	}
 	s.i = end
 	return true
