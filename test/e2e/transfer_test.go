@@ -11,6 +11,7 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/protocol"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -80,6 +81,10 @@ func TestTransferAcrossAHandover(t *testing.T) {
 	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: drain, HTTPPort: freePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idA, idB := a.instanceID(), b.instanceID()
+	aOpens := openResponders(t, srv) // a standby accepts none
+	if len(aOpens) != 1 {
+		t.Fatalf("connections accepting opens with A serving and B standing by: %v, want A's alone", aOpens)
+	}
 	tr, err := client.NewTransport(natstest.Connect(t, srv.URL()))
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +107,10 @@ func TestTransferAcrossAHandover(t *testing.T) {
 	a.signal(syscall.SIGTERM)
 	sigterm := time.Now()
 	b.waitState("serving", 10*time.Second)
+	// A serves on until it sees B's responders at the broker (the successor phase), so
+	// an open may still reach it until its drain ends its subscriptions; the sessions it
+	// holds it serves on.
+	waitOpensMoved(t, srv, aOpens[0], 10*time.Second)
 
 	// New transfers open on B.
 	fresh := openPut(t, tr, "fresh")
@@ -137,5 +146,38 @@ func TestTransferAcrossAHandover(t *testing.T) {
 	err = stuck.write(second)
 	if !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("the stuck transfer after its engine exited: %v, want no responders", err)
+	}
+}
+
+// openResponders are the connections the broker holds a subscription of on the object
+// storage transfer's open subject (one per engine that accepts opens).
+func openResponders(t *testing.T, srv *natstest.Server) []uint64 {
+	t.Helper()
+	sz, err := srv.Raw().Subsz(&server.SubszOptions{Subscriptions: true, Test: protocol.TransferOpenSubject(objPrefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cids []uint64
+	for _, sub := range sz.Subs {
+		cids = append(cids, sub.Cid)
+	}
+	return cids
+}
+
+// waitOpensMoved waits until the only connection accepting opens is another than
+// from's: the engine that accepted them has ended its subscription, its successor holds
+// one.
+func waitOpensMoved(t *testing.T, srv *natstest.Server, from uint64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		cids := openResponders(t, srv)
+		if len(cids) == 1 && cids[0] != from {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connections accepting opens after %s: %v, want one other than %d", within, cids, from)
+		}
+		time.Sleep(10 * time.Millisecond) // the broker's state, polled as waitLog polls a log
 	}
 }
