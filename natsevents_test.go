@@ -48,6 +48,11 @@ func TestSlowConsumerDropsAreCountedBySubject(t *testing.T) {
 	if err := sub.SetPendingLimits(10, -1); err != nil {
 		t.Fatal(err)
 	}
+	// The subscription must be at the broker before the other connection publishes, or
+	// the messages reach nobody and nothing is dropped.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	pub := natstest.Connect(t, srv.URL())
 	for range 100 {
 		if err := pub.Publish("abi.svc.slow.v1.op", []byte("x")); err != nil {
