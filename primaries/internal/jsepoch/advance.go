@@ -1,0 +1,133 @@
+package jsepoch
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jserr"
+)
+
+// supersededBy is the header of a marker: the epoch that superseded the subject's.
+const supersededBy = "Abi-Epoch-Superseded-By"
+
+// maxHops bounds the markers ReadEpoch follows past the epoch B names. Each advance
+// writes B as its last step, so B lags only by advances whose last step failed.
+const maxHops = 64
+
+// slot is what an epoch's check subject B.<epoch> holds: the check message writes under
+// the epoch expect (check, at sequence seq), or the marker of the epoch next that
+// superseded it.
+type slot struct {
+	epoch, seq uint64
+	check      bool
+	next       uint64
+}
+
+// slotOf reads m, the last message on epoch n's check subject.
+func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
+	s := slot{epoch: n, seq: m.Sequence}
+	if string(m.Data) == strconv.FormatUint(n, 10) {
+		s.check = true
+		return s, nil
+	}
+	next, err := strconv.ParseUint(m.Header.Get(supersededBy), 10, 64)
+	if len(m.Data) > 0 || err != nil || next <= n {
+		return slot{}, fmt.Errorf("the epoch check subject %s (sequence %d) holds %.32q with %s %q, neither epoch %d's check nor the marker of a newer epoch: it was written by something other than an engine",
+			r.checkSubject(n), m.Sequence, m.Data, supersededBy, m.Header.Get(supersededBy), n)
+	}
+	s.next = next
+	return s, nil
+}
+
+// advance moves the record from over (an epoch) to n without an atomic batch, which a
+// single-node stream on file storage stages in a file store it syncs (milliseconds,
+// while the bucket's writes wait). Three conditional writes, each one message:
+//
+//  1. the marker on B.<M>, expecting its revision: the compare-and-swap. Writes under
+//     M are refused from here on, and of two adopters racing, one finds the marker.
+//  2. n's check message on B.<n>, expecting the subject empty (settle): writes under n
+//     commit from here on.
+//  3. n on B, expecting B.<n> unchanged since step 2: B only ever names an epoch whose
+//     check message stood, and a late step 3 cannot name n once n is superseded.
+//
+// An adopter stopped between the steps leaves a record ReadEpoch still reads: it
+// follows the marker from the epoch B names and, when the check message is missing,
+// writes it (settle), which is the step the winner of step 1 would have taken.
+func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
+	data := strconv.AppendUint(nil, n, 10)
+	marker := &nats.Msg{Subject: r.checkSubject(over.Epoch), Header: nats.Header{}}
+	marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+	marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
+	marker.Header.Set(supersededBy, string(data))
+	if _, err := r.publish(ctx, marker); err != nil {
+		return epoch.Record{}, r.advanceError(over.Epoch, n, "mark", err)
+	}
+	s, err := r.settle(ctx, n)
+	if err != nil {
+		return epoch.Record{}, err
+	}
+	if !s.check {
+		// Another adopter read our marker, wrote n's check and went past n meanwhile.
+		return epoch.Record{}, fmt.Errorf("%s: epoch %d was superseded by %d as it was written: %w", r.base, n, s.next, epoch.ErrMoved)
+	}
+	current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
+	current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+	r.Check(current, epoch.Record{Epoch: n, Rev: s.seq})
+	if _, err := r.publish(ctx, current); err != nil {
+		return epoch.Record{}, r.advanceError(over.Epoch, n, "record", err)
+	}
+	return epoch.Record{Epoch: n, Rev: s.seq}, nil
+}
+
+// settle writes epoch n's check message on B.<n> unless the subject holds a message
+// already, and returns the slot: the check (ours, or another adopter's of n) or the
+// marker of an epoch past n.
+func (r *Record) settle(ctx context.Context, n uint64) (slot, error) {
+	data := strconv.AppendUint(nil, n, 10)
+	check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
+	check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+	check.Header.Set(js.ExpectedLastSubjSeqHeader, "0")
+	seq, err := r.publish(ctx, check)
+	switch {
+	case err == nil:
+		return slot{epoch: n, seq: seq, check: true}, nil
+	case !jserr.IsConflict(err):
+		return slot{}, fmt.Errorf("write the check of epoch %d on %s: %w", n, check.Subject, err)
+	}
+	m, err := r.last(ctx, check.Subject)
+	switch {
+	case err != nil:
+		return slot{}, fmt.Errorf("read the check of epoch %d on %s: %w", n, check.Subject, err)
+	case m == nil:
+		// Refused as not empty, then read as empty: only a hand that removed it.
+		return slot{}, fmt.Errorf("the epoch check subject %s was emptied while epoch %d was being written", check.Subject, n)
+	}
+	return r.slotOf(n, m)
+}
+
+// publish sends m until the server decides it (Send) and returns its stream sequence.
+func (r *Record) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
+	var seq uint64
+	err := Send(ctx, func() error {
+		ack, err := r.js.PublishMsg(ctx, m)
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err
+	})
+	return seq, err
+}
+
+// advanceError names the step of advance (from m to n) that failed; a refusal by the
+// step's expectation matches epoch.ErrMoved.
+func (r *Record) advanceError(m, n uint64, step string, err error) error {
+	if jserr.IsConflict(err) {
+		return fmt.Errorf("%s: advance from epoch %d to %d, %s: %w (%v)", r.base, m, n, step, epoch.ErrMoved, err)
+	}
+	return fmt.Errorf("write %s: advance from epoch %d to %d, %s: %w", r.base, m, n, step, err)
+}
