@@ -81,8 +81,9 @@ type driver struct {
 	seeds []uint64
 	// pad is the filler after the tag of seeded values.
 	pad []byte
-	// overflow is the header of every call (overflowHeader), shared: nothing writes to
-	// a request's headers.
+	// overflow is the header of the calls whose replies may be parked, as the typed
+	// clients send it (overflowHeader, protocol.ReplyMayOverflow); shared: nothing
+	// writes to a request's headers.
 	overflow nats.Header
 }
 
@@ -372,7 +373,11 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
 		return
 	}
-	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, d.overflow)
+	var header nats.Header
+	if protocol.ReplyMayOverflow(service, op.Kind) {
+		header = d.overflow
+	}
+	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, header)
 	if err != nil {
 		failure(op, err)
 		op.Interrupted = ctx.Err() != nil
@@ -448,7 +453,7 @@ func (d *driver) checkPayload() error {
 	if err != nil {
 		return fmt.Errorf("bench: encode a %s request: %w", kind, err)
 	}
-	msg := nats.Msg{Data: body, Header: overflowHeader()}
+	msg := nats.Msg{Data: body}
 	if size := int64(msg.Size()); size > limit {
 		return fmt.Errorf("bench: payload_bytes %d makes a %s request of %d bytes, over the broker's max payload of %d bytes", d.cfg.PayloadBytes, kind, size, limit)
 	}
@@ -465,7 +470,8 @@ func requestContext(ctx context.Context) *protocol.RequestContext {
 	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
 }
 
-// overflowHeader says the caller takes a parked reply, as every typed call does.
+// overflowHeader says the caller takes a parked reply, as the typed calls whose
+// replies may outgrow a message do.
 func overflowHeader() nats.Header { return nats.Header{protocol.HeaderOverflow: []string{"1"}} }
 
 // tagLen is the length of a value's tag.

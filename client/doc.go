@@ -36,7 +36,9 @@
 // travel in other ways, up to the Transport's transfer limit (WithMaxTransferBytes,
 // 256 MiB by default):
 //
-//   - Parked replies. Every typed call carries the header Abi-Overflow: 1. An engine
+//   - Parked replies. Every typed call whose reply can outgrow a message (keyvalue get,
+//     get_object, list_objects, and every call of an embedder's service:
+//     protocol.ReplyMayOverflow) carries the header Abi-Overflow: 1. An engine
 //     whose reply does not fit one message parks it and answers with where to read it
 //     (protocol.OverflowEnvelope); the Transport reads it chunk by chunk from the engine
 //     that parked it, closes the parked session and hands the body on as if it had

@@ -35,8 +35,9 @@ type Transport struct {
 	// maxTransfer bounds a transfer and a parked reply (WithMaxTransferBytes).
 	maxTransfer int64
 	tracer      trace.Tracer // WithTracerProvider (trace.go); nil: none
-	// overflow is the header of every typed call (overflowHeader), made once: nothing
-	// writes to a request's headers (a trace is injected into a copy).
+	// overflow is the header of the typed calls whose replies may be parked
+	// (overflowHeader, headerFor), made once: nothing writes to a request's headers (a
+	// trace is injected into a copy).
 	overflow nats.Header
 }
 
@@ -294,13 +295,23 @@ func (t *Transport) call(ctx context.Context, service, op string, build func(*pr
 		t.counters.calls.Add(1)
 		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
 	}
-	return t.send(ctx, subject, body, out)
+	return t.send(ctx, subject, body, t.headerFor(service, op), out)
 }
 
-// send is the second half of call, for callers that checked the encoded body first.
-// Every typed call says it can take a parked reply, so a reply of any size arrives.
-func (t *Transport) send(ctx context.Context, subject string, body []byte, out any) error {
-	reply, ce := t.roundTrip(ctx, subject, body, t.overflow)
+// headerFor is the header of a typed call of service.op: the overflow header when its
+// reply may need parking (protocol.ReplyMayOverflow), so a reply of any size arrives;
+// none otherwise.
+func (t *Transport) headerFor(service, op string) nats.Header {
+	if protocol.ReplyMayOverflow(service, op) {
+		return t.overflow
+	}
+	return nil
+}
+
+// send is the second half of call, for callers that checked the encoded body first;
+// header is headerFor's.
+func (t *Transport) send(ctx context.Context, subject string, body []byte, header nats.Header, out any) error {
+	reply, ce := t.roundTrip(ctx, subject, body, header)
 	if ce != nil {
 		return ce
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -445,5 +446,50 @@ func TestMalformedReplyIsInternal(t *testing.T) {
 	}
 	if st := tr.Counters().Snapshot(); st.Failures[protocol.Internal] != 2 {
 		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// Only the calls whose reply can outgrow one message say the caller takes a parked
+// reply (protocol.ReplyMayOverflow); on the others the header would cost every call
+// its encoding and decoding and buy nothing.
+func TestOverflowHeaderOnlyWhereAReplyMayOverflow(t *testing.T) {
+	srv := natstest.Start(t)
+	startMemEngine(t, natstest.Connect(t, srv.URL()))
+	tr, rc := recordingTransport(t, srv)
+	kv, obj := NewKeyValue(tr), NewObjectStorage(tr)
+	ctx := withTimeout(t, 10*time.Second)
+	v := []byte("v")
+	calls := []struct {
+		op   string
+		want bool
+		call func() error
+	}{
+		{protocol.OpSet, false, func() error { return kv.Set(ctx, "k", v, 0) }},
+		{protocol.OpGet, true, func() error { _, _, err := kv.Get(ctx, "k"); return err }},
+		{protocol.OpExists, false, func() error { _, err := kv.Exists(ctx, "k"); return err }},
+		{protocol.OpSetIfNotExists, false, func() error { _, err := kv.SetIfNotExists(ctx, "k", v, 0); return err }},
+		{protocol.OpDeleteIfValueMatches, false, func() error { _, err := kv.DeleteIfValueMatches(ctx, "k", v); return err }},
+		{protocol.OpDelete, false, func() error { _, err := kv.Delete(ctx, "k"); return err }},
+		{protocol.OpPutObject, false, func() error { return obj.PutObject(ctx, "p", "o", v) }},
+		{protocol.OpGetObject, true, func() error { _, err := obj.GetObject(ctx, "p", "o"); return err }},
+		{protocol.OpListObjects, true, func() error { _, err := obj.ListObjects(ctx, "p"); return err }},
+		{protocol.OpGetObjectMetadata, false, func() error { _, err := obj.GetObjectMetadata(ctx, "p", "o"); return err }},
+		{protocol.OpDeleteObject, false, func() error { return obj.DeleteObject(ctx, "p", "o") }},
+		{"an embedder's service", true, func() error {
+			return NewService(tr, "keyvalue").Call(ctx, protocol.OpGet, protocol.KVKeyRequest{Key: "k"}, nil)
+		}},
+	}
+	for _, c := range calls {
+		if err := c.call(); err != nil {
+			t.Fatalf("%s: %v", c.op, err)
+		}
+		ms := rc.messages()
+		rc.ops()
+		if len(ms) != 1 {
+			t.Fatalf("%s sent %d requests, want 1", c.op, len(ms))
+		}
+		if got := ms[0].Header.Get(protocol.HeaderOverflow) == "1"; got != c.want {
+			t.Errorf("%s carried %s: %v, want %v", c.op, protocol.HeaderOverflow, got, c.want)
+		}
 	}
 }
