@@ -219,6 +219,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Retries), "retries")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.GiveUps), "give_ups")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.NoResponders), "no_responders")
+	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.OverflowResends), "overflow_resends")
 }
 
 // engineLog is e's logger; a Nop for the metrics of no engine (a test's).

@@ -48,7 +48,7 @@ func Run(ctx context.Context, tr *client.Transport, cfg Config, opts ...Option) 
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "bench-" + randomID()
 	}
-	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes), overflow: overflowHeader()}
+	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes)}
 	if err := d.checkPayload(); err != nil {
 		return nil, err
 	}
@@ -81,10 +81,6 @@ type driver struct {
 	seeds []uint64
 	// pad is the filler after the tag of seeded values.
 	pad []byte
-	// overflow is the header of the calls whose replies may be parked, as the typed
-	// clients send it (overflowHeader, protocol.ReplyMayOverflow); shared: nothing
-	// writes to a request's headers.
-	overflow nats.Header
 }
 
 // work is one worker of the measured run.
@@ -291,7 +287,7 @@ func (d *driver) set(ctx context.Context, worker int, key string, value []byte) 
 // does, and returns its record (worker is its Op.Worker). The chaos harness sends the
 // calls of its own a scenario needs with it, so they are recorded as the traffic is.
 func Set(ctx context.Context, tr *client.Transport, worker int, key string, value []byte, timeout time.Duration) Op {
-	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}, overflow: overflowHeader()}
+	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}}
 	return d.set(ctx, worker, key, value)
 }
 
@@ -373,11 +369,8 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
 		return
 	}
-	var header nats.Header
-	if protocol.ReplyMayOverflow(service, op.Kind) {
-		header = d.overflow
-	}
-	reply, err := d.tr.Request(cctx, protocol.ServiceSubject(service, op.Kind), body, header)
+	// As a typed client sends it: Call asks for a parked reply where one may be needed.
+	reply, err := d.tr.Call(cctx, service, op.Kind, body)
 	if err != nil {
 		failure(op, err)
 		op.Interrupted = ctx.Err() != nil
@@ -469,10 +462,6 @@ func requestContext(ctx context.Context) *protocol.RequestContext {
 	}
 	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
 }
-
-// overflowHeader says the caller takes a parked reply, as the typed calls whose
-// replies may outgrow a message do.
-func overflowHeader() nats.Header { return nats.Header{protocol.HeaderOverflow: []string{"1"}} }
 
 // tagLen is the length of a value's tag.
 const tagLen = 16

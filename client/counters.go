@@ -16,6 +16,7 @@ type Counters struct {
 	retries      atomic.Uint64
 	giveUps      atomic.Uint64
 	noResponders atomic.Uint64
+	resends      atomic.Uint64
 	failures     map[protocol.Code]*atomic.Uint64 // one per protocol.Codes, fixed at creation
 }
 
@@ -34,6 +35,10 @@ type Stats struct {
 	// handover that leaves no gap between the old engine's subscriptions and the new
 	// one's keeps it at 0.
 	NoResponders uint64
+	// OverflowResends is the number of keyvalue gets sent again with the overflow
+	// header because the engine's reply did not fit one message (Transport.Call): each
+	// read the value twice. Many mean values near the broker's max payload.
+	OverflowResends uint64
 	// Failures counts failed calls by code; every code of protocol.Codes is present.
 	// A code this client does not know counts as INTERNAL.
 	Failures map[protocol.Code]uint64
@@ -52,11 +57,12 @@ func NewCounters() *Counters {
 // calls run may see a retry whose call it does not yet count as failed.
 func (c *Counters) Snapshot() Stats {
 	s := Stats{
-		Calls:        c.calls.Load(),
-		Retries:      c.retries.Load(),
-		GiveUps:      c.giveUps.Load(),
-		NoResponders: c.noResponders.Load(),
-		Failures:     make(map[protocol.Code]uint64, len(c.failures)),
+		Calls:           c.calls.Load(),
+		Retries:         c.retries.Load(),
+		GiveUps:         c.giveUps.Load(),
+		NoResponders:    c.noResponders.Load(),
+		OverflowResends: c.resends.Load(),
+		Failures:        make(map[protocol.Code]uint64, len(c.failures)),
 	}
 	for code, n := range c.failures {
 		s.Failures[code] = n.Load()

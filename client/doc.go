@@ -36,13 +36,18 @@
 // travel in other ways, up to the Transport's transfer limit (WithMaxTransferBytes,
 // 256 MiB by default):
 //
-//   - Parked replies. Every typed call whose reply can outgrow a message (keyvalue get,
-//     get_object, list_objects, and every call of an embedder's service:
+//   - Parked replies. Every typed call whose reply can outgrow a message (get_object,
+//     list_objects, and every call of an embedder's service:
 //     protocol.ReplyMayOverflow) carries the header Abi-Overflow: 1. An engine
 //     whose reply does not fit one message parks it and answers with where to read it
 //     (protocol.OverflowEnvelope); the Transport reads it chunk by chunk from the engine
 //     that parked it, closes the parked session and hands the body on as if it had
-//     arrived whole. Request does the same for any caller that sets the header.
+//     arrived whole. Request does the same for any caller that sets the header, and
+//     Transport.Call as the typed clients do. A keyvalue get, the most frequent call
+//     and one whose value rarely outgrows a message, goes without the header (it costs
+//     every call that carries it its encoding, the broker's parsing and the engine's
+//     decoding); when the engine answers PAYLOAD_TOO_LARGE, the get is sent once more
+//     with the header (it only reads) and counted in Stats.OverflowResends.
 //   - Transfers (protocol/transfer.go). Upload and Download run one transfer session:
 //     open, write the data in chunks, start the operation, read its result, close. The
 //     client asks for the largest chunk that fits one message as base64, at most half

@@ -45,13 +45,13 @@ func (c *ObjectStorage) PutObject(ctx context.Context, prefix, key string, conte
 		c.t.counters.calls.Add(1)
 		return c.t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode object %q/%q: %v", prefix, key, err), Cause: err})
 	}
-	header := c.t.headerFor(protocol.ObjectStorage, protocol.OpPutObject)
+	header, onDemand := c.t.overflowFor(protocol.ObjectStorage, protocol.OpPutObject)
 	msg := nats.Msg{Data: body, Header: header}
 	if limit := c.t.MaxPayload(); limit > 0 && int64(msg.Size()) > limit {
 		_, err := c.t.Upload(ctx, protocol.TransferPrefix(protocol.ObjectStorage), protocol.OpTransferPut, protocol.ObjectTransfer{Prefix: prefix, Key: key}, nonNil(content))
 		return err
 	}
-	return c.t.send(ctx, subject, body, header, nil)
+	return c.t.send(ctx, subject, body, header, onDemand, nil)
 }
 
 // GetObject returns the content of prefix/key. A reply too large for one message

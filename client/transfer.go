@@ -231,7 +231,7 @@ func (t *Transport) exchange(ctx context.Context, subject string, req, out any) 
 	if err != nil {
 		return &CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode %T: %v", req, err), Cause: err}
 	}
-	r, ce := t.request(ctx, subject, body, nil)
+	r, ce := t.request(ctx, subject, body, nil, false)
 	if ce != nil || out == nil {
 		return ce
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/protocol"
@@ -165,15 +166,64 @@ func TestParkedRepliesAreFetchedTransparently(t *testing.T) {
 	}
 	e.wantNoSessions(t)
 
-	// The typed clients say so on every call.
+	// KeyValue.Get asks for a parked reply only once the engine says the value does
+	// not fit: the first get goes without the header, the second with it.
 	v, found, err := NewKeyValue(tr).Get(ctx, "k")
 	if err != nil || !found || !bytes.Equal(v, value) {
 		t.Fatalf("KeyValue.Get of a parked value = %d bytes, %v, %v", len(v), found, err)
 	}
-	if ms := rc.messages(); len(ms) == 0 || ms[0].Header.Get(protocol.HeaderOverflow) != "1" {
-		t.Fatalf("KeyValue.Get did not carry %s: 1", protocol.HeaderOverflow)
+	ms := rc.messages()
+	if ops := rc.ops(); !equalOps(ops, "get", "get", "overflow.read×", "overflow.close") {
+		t.Fatalf("KeyValue.Get sent %v, want a get, the get again, then the parked reply's reads", ops)
+	}
+	if ms[0].Header.Get(protocol.HeaderOverflow) != "" || ms[1].Header.Get(protocol.HeaderOverflow) != "1" {
+		t.Fatalf("KeyValue.Get's %s: first %q, then %q; want none, then 1", protocol.HeaderOverflow,
+			ms[0].Header.Get(protocol.HeaderOverflow), ms[1].Header.Get(protocol.HeaderOverflow))
+	}
+	if st := tr.Counters().Snapshot(); st.OverflowResends != 1 || st.Failures[protocol.PayloadTooLarge] != 1 || st.Retries != 0 {
+		t.Fatalf("stats = %+v, want one overflow resend, and only the first plain Request failed", st)
 	}
 	e.wantNoSessions(t)
+}
+
+// A get the engine answers PAYLOAD_TOO_LARGE even with the overflow header (it cannot
+// park the value) is resent once, not again, and fails with the engine's error. A
+// trace context the caller sends is kept on the resend.
+func TestGetIsResentWithTheOverflowHeaderOnce(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	if _, err := nc.QueueSubscribe(protocol.ServiceSubject(protocol.KeyValue, protocol.OpGet), "q", func(m *nats.Msg) {
+		replyError(t, m, protocol.Errorf(protocol.PayloadTooLarge, "the reply of 3000000 bytes is above the overflow limit"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tr, rc := recordingTransport(t, srv)
+	ctx := trace.ContextWithSpanContext(withTimeout(t, 10*time.Second), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled,
+	}))
+
+	_, _, err := NewKeyValue(tr).Get(ctx, "k")
+	if pe := wantCode(t, err, protocol.PayloadTooLarge); pe.Retryable {
+		t.Fatalf("%v is retryable", err)
+	}
+	ms := rc.messages()
+	if len(ms) != 2 {
+		t.Fatalf("KeyValue.Get sent %d requests, want the get and one resend", len(ms))
+	}
+	for i, want := range []string{"", "1"} {
+		if got := ms[i].Header.Get(protocol.HeaderOverflow); got != want {
+			t.Errorf("request %d: %s = %q, want %q", i, protocol.HeaderOverflow, got, want)
+		}
+		if ms[i].Header.Get("traceparent") == "" {
+			t.Errorf("request %d lost the caller's trace context: %v", i, ms[i].Header)
+		}
+	}
+	if st := tr.Counters().Snapshot(); st.Calls != 1 || st.OverflowResends != 1 || st.Failures[protocol.PayloadTooLarge] != 1 {
+		t.Fatalf("stats = %+v, want one call, one resend, one failure", st)
+	}
 }
 
 // Done-when 4: a transfer open waits for the next engine; the transfer's own calls,

@@ -36,7 +36,7 @@ type Transport struct {
 	maxTransfer int64
 	tracer      trace.Tracer // WithTracerProvider (trace.go); nil: none
 	// overflow is the header of the typed calls whose replies may be parked
-	// (overflowHeader, headerFor), made once: nothing writes to a request's headers (a
+	// (overflowHeader, overflowFor), made once: nothing writes to a request's headers (a
 	// trace is injected into a copy).
 	overflow nats.Header
 }
@@ -124,20 +124,42 @@ type Reply struct {
 // retryable: the operation has run. Without the header, an engine answers a reply that
 // large with PAYLOAD_TOO_LARGE.
 func (t *Transport) Request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*Reply, error) {
-	m, ce := t.roundTrip(ctx, subject, payload, headers)
-	if ce != nil {
-		return nil, ce
+	r, err := asReply(t.roundTrip(ctx, subject, payload, headers, false))
+	if err != nil {
+		return nil, err
 	}
-	return &Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
+	return &r, nil
+}
+
+// Call sends body, the JSON request of service's operation op, as the typed clients
+// send theirs, and returns the reply as Request does (a value, as a caller on a hot
+// path keeps it no longer than the call). It asks for a parked reply where
+// one may be needed (protocol.ReplyMayOverflow): a keyvalue get, whose reply almost
+// always fits one message, goes out without the overflow header and is sent once more
+// with it when the engine answers PAYLOAD_TOO_LARGE (a get only reads, so reading again
+// is safe; the header costs every call that carries it about a tenth of a round trip's
+// CPU); every other such operation carries the header from the start.
+func (t *Transport) Call(ctx context.Context, service, op string, body []byte) (Reply, error) {
+	header, onDemand := t.overflowFor(service, op)
+	return asReply(t.roundTrip(ctx, protocol.ServiceSubject(service, op), body, header, onDemand))
+}
+
+func asReply(m *nats.Msg, ce *CallError) (Reply, error) {
+	if ce != nil {
+		return Reply{}, ce
+	}
+	return Reply{Data: m.Data, Header: m.Header, Instance: m.Header.Get(protocol.HeaderInstance)}, nil
 }
 
 // roundTrip is Request with the reply's message: the call counted, bounded and traced.
-func (t *Transport) roundTrip(ctx context.Context, subject string, payload []byte, headers nats.Header) (*nats.Msg, *CallError) {
+// onDemand resends, once, a request without the overflow header with it when the
+// engine answers PAYLOAD_TOO_LARGE (overflowFor).
+func (t *Transport) roundTrip(ctx context.Context, subject string, payload []byte, headers nats.Header, onDemand bool) (*nats.Msg, *CallError) {
 	t.counters.calls.Add(1)
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	ctx, headers, traced := t.trace(ctx, subject, headers)
-	m, ce := t.request(ctx, subject, payload, headers)
+	m, ce := t.request(ctx, subject, payload, headers, onDemand)
 	if ce != nil {
 		traced("", ce)
 		t.counters.fail(ce.Err.Code)
@@ -149,7 +171,7 @@ func (t *Transport) roundTrip(ctx context.Context, subject string, payload []byt
 
 // request is Request's retry loop; it returns the reply message (of the parked reply,
 // when there was one).
-func (t *Transport) request(ctx context.Context, subject string, payload []byte, headers nats.Header) (*nats.Msg, *CallError) {
+func (t *Transport) request(ctx context.Context, subject string, payload []byte, headers nats.Header, onDemand bool) (*nats.Msg, *CallError) {
 	start := time.Now()
 	var window time.Duration
 	if Retryable(subject) {
@@ -177,6 +199,15 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 				return m, nil
 			}
 			ce = &CallError{Subject: subject, Instance: m.Header.Get(protocol.HeaderInstance), Err: decodeErrorReply(m)}
+			if onDemand && ce.Err.Code == protocol.PayloadTooLarge && !acceptsOverflow(headers) {
+				// The engine read a reply too large for one message and could not park
+				// it for a request without the header: read it again, able to take it
+				// parked. At once: this is not a retry, the engine is there.
+				headers = withOverflow(headers, t.overflow)
+				msg = &nats.Msg{Subject: subject, Data: payload, Header: headers}
+				t.counters.resends.Add(1)
+				continue
+			}
 		}
 		if window == 0 || !nobodyRan(ce) {
 			return nil, ce
@@ -295,23 +326,45 @@ func (t *Transport) call(ctx context.Context, service, op string, build func(*pr
 		t.counters.calls.Add(1)
 		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
 	}
-	return t.send(ctx, subject, body, t.headerFor(service, op), out)
+	header, onDemand := t.overflowFor(service, op)
+	return t.send(ctx, subject, body, header, onDemand, out)
 }
 
-// headerFor is the header of a typed call of service.op: the overflow header when its
-// reply may need parking (protocol.ReplyMayOverflow), so a reply of any size arrives;
-// none otherwise.
-func (t *Transport) headerFor(service, op string) nats.Header {
-	if protocol.ReplyMayOverflow(service, op) {
-		return t.overflow
+// overflowFor is how a typed call of service.op asks for a reply too large for one
+// message (protocol.ReplyMayOverflow), so that a reply of any size arrives: with the
+// overflow header from the start, or (onDemand) without it until the engine answers
+// PAYLOAD_TOO_LARGE. On demand is for keyvalue get alone: the SDK's hottest call, a
+// read (so the engine may run it twice), and one whose reply is a single value that
+// rarely outgrows a message; get_object and list_objects answer objects and listings,
+// which often do. Operations whose replies always fit carry no header.
+func (t *Transport) overflowFor(service, op string) (header nats.Header, onDemand bool) {
+	switch {
+	case service == protocol.KeyValue && op == protocol.OpGet:
+		return nil, true
+	case protocol.ReplyMayOverflow(service, op):
+		return t.overflow, false
 	}
-	return nil
+	return nil, false
+}
+
+// withOverflow is headers with the overflow header added: overflow itself for none, a
+// copy otherwise (a caller's headers are never written to).
+func withOverflow(headers, overflow nats.Header) nats.Header {
+	if len(headers) == 0 {
+		return overflow
+	}
+	h := make(nats.Header, len(headers)+1)
+	for k, v := range headers {
+		h[k] = v
+	}
+	h[protocol.HeaderOverflow] = overflow[protocol.HeaderOverflow]
+	return h
 }
 
 // send is the second half of call, for callers that checked the encoded body first;
-// header is headerFor's.
-func (t *Transport) send(ctx context.Context, subject string, body []byte, header nats.Header, out any) error {
-	reply, ce := t.roundTrip(ctx, subject, body, header)
+// header and onDemand are overflowFor's.
+func (t *Transport) send(ctx context.Context, subject string, body []byte, header nats.Header, onDemand bool, out any) error {
+	reply, ce := t.roundTrip(ctx, subject, body, header, onDemand)
 	if ce != nil {
 		return ce
 	}

@@ -451,10 +451,24 @@ func TestMalformedReplyIsInternal(t *testing.T) {
 
 // Only the calls whose reply can outgrow one message say the caller takes a parked
 // reply (protocol.ReplyMayOverflow); on the others the header would cost every call
-// its encoding and decoding and buy nothing.
+// its encoding and decoding and buy nothing. A keyvalue get says so only when its
+// reply turns out not to fit (TestGetIsResentWithTheOverflowHeaderOnce).
 func TestOverflowHeaderOnlyWhereAReplyMayOverflow(t *testing.T) {
 	srv := natstest.Start(t)
-	startMemEngine(t, natstest.Connect(t, srv.URL()))
+	nc := natstest.Connect(t, srv.URL())
+	startMemEngine(t, nc)
+	const embedder = "document"
+	if _, err := nc.QueueSubscribe(protocol.ServiceSubject(embedder, protocol.OpGet), "q", func(m *nats.Msg) {
+		out := nats.NewMsg(m.Reply)
+		out.Data = []byte("{}")
+		out.Header.Set(protocol.HeaderInstance, owner)
+		_ = m.RespondMsg(out)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	tr, rc := recordingTransport(t, srv)
 	kv, obj := NewKeyValue(tr), NewObjectStorage(tr)
 	ctx := withTimeout(t, 10*time.Second)
@@ -465,18 +479,30 @@ func TestOverflowHeaderOnlyWhereAReplyMayOverflow(t *testing.T) {
 		call func() error
 	}{
 		{protocol.OpSet, false, func() error { return kv.Set(ctx, "k", v, 0) }},
-		{protocol.OpGet, true, func() error { _, _, err := kv.Get(ctx, "k"); return err }},
+		{protocol.OpGet, false, func() error { _, _, err := kv.Get(ctx, "k"); return err }},
 		{protocol.OpExists, false, func() error { _, err := kv.Exists(ctx, "k"); return err }},
 		{protocol.OpSetIfNotExists, false, func() error { _, err := kv.SetIfNotExists(ctx, "k", v, 0); return err }},
 		{protocol.OpDeleteIfValueMatches, false, func() error { _, err := kv.DeleteIfValueMatches(ctx, "k", v); return err }},
 		{protocol.OpDelete, false, func() error { _, err := kv.Delete(ctx, "k"); return err }},
 		{protocol.OpPutObject, false, func() error { return obj.PutObject(ctx, "p", "o", v) }},
 		{protocol.OpGetObject, true, func() error { _, err := obj.GetObject(ctx, "p", "o"); return err }},
+		{"Call " + protocol.OpGet, false, func() error {
+			_, err := tr.Call(ctx, protocol.KeyValue, protocol.OpGet, []byte(`{"key":"k"}`))
+			return err
+		}},
+		{"Call " + protocol.OpGetObject, true, func() error {
+			_, err := tr.Call(ctx, protocol.ObjectStorage, protocol.OpGetObject, []byte(`{"prefix":"p","key":"o"}`))
+			return err
+		}},
+		{"Call " + protocol.OpSet, false, func() error {
+			_, err := tr.Call(ctx, protocol.KeyValue, protocol.OpSet, []byte(`{"key":"k","value":"dg=="}`))
+			return err
+		}},
 		{protocol.OpListObjects, true, func() error { _, err := obj.ListObjects(ctx, "p"); return err }},
 		{protocol.OpGetObjectMetadata, false, func() error { _, err := obj.GetObjectMetadata(ctx, "p", "o"); return err }},
 		{protocol.OpDeleteObject, false, func() error { return obj.DeleteObject(ctx, "p", "o") }},
 		{"an embedder's service", true, func() error {
-			return NewService(tr, "keyvalue").Call(ctx, protocol.OpGet, protocol.KVKeyRequest{Key: "k"}, nil)
+			return NewService(tr, embedder).Call(ctx, protocol.OpGet, struct{}{}, nil)
 		}},
 	}
 	for _, c := range calls {
