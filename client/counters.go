@@ -35,9 +35,9 @@ type Stats struct {
 	// handover that leaves no gap between the old engine's subscriptions and the new
 	// one's keeps it at 0.
 	NoResponders uint64
-	// OverflowResends is the number of keyvalue gets sent again with the overflow
-	// header because the engine's reply did not fit one message (Transport.Call): each
-	// read the value twice. Many mean values near the broker's max payload.
+	// OverflowResends is the number of keyvalue gets (KeyValue.Get, Transport.Call)
+	// sent again with the overflow header because the engine's reply did not fit one
+	// message: each read the value twice. Many mean values near the broker's max payload.
 	OverflowResends uint64
 	// Failures counts failed calls by code; every code of protocol.Codes is present.
 	// A code this client does not know counts as INTERNAL.

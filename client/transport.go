@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -353,10 +354,7 @@ func withOverflow(headers, overflow nats.Header) nats.Header {
 	if len(headers) == 0 {
 		return overflow
 	}
-	h := make(nats.Header, len(headers)+1)
-	for k, v := range headers {
-		h[k] = v
-	}
+	h := maps.Clone(headers)
 	h[protocol.HeaderOverflow] = overflow[protocol.HeaderOverflow]
 	return h
 }
