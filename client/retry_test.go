@@ -172,6 +172,15 @@ func (s *scripted) RequestMsg(m *nats.Msg, timeout time.Duration) (*nats.Msg, er
 	return s.RequestMsgWithContext(ctx, m)
 }
 
+// RequestWithContext and Request are the two above for a request without headers.
+func (s *scripted) RequestWithContext(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	return s.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+}
+
+func (s *scripted) Request(subject string, data []byte, timeout time.Duration) (*nats.Msg, error) {
+	return s.RequestMsg(&nats.Msg{Subject: subject, Data: data}, timeout)
+}
+
 func (s *scripted) MaxPayload() int64 { return 1 << 20 }
 
 func ms(ds ...int) []time.Duration {

@@ -242,6 +242,11 @@ func (c *recordingConn) RequestMsgWithContext(ctx context.Context, m *nats.Msg) 
 	return c.Conn.RequestMsgWithContext(ctx, m)
 }
 
+// RequestWithContext records a request without headers as RequestMsgWithContext does.
+func (c *recordingConn) RequestWithContext(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	return c.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+}
+
 // ops returns the last element of each subject sent since the last call, with
 // "transfer." or "overflow." in front of a transfer's, and forgets them.
 func (c *recordingConn) ops() []string {

@@ -21,6 +21,8 @@ const DefaultTimeout = 10 * time.Second
 type conn interface {
 	RequestMsgWithContext(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
 	RequestMsg(msg *nats.Msg, timeout time.Duration) (*nats.Msg, error)
+	RequestWithContext(ctx context.Context, subject string, data []byte) (*nats.Msg, error)
+	Request(subject string, data []byte, timeout time.Duration) (*nats.Msg, error)
 	MaxPayload() int64
 }
 
@@ -180,9 +182,9 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 		window = t.policy.WindowFor(deadline.Sub(start))
 	}
 	giveUp := start.Add(window)
-	msg := &nats.Msg{Subject: subject, Data: payload, Header: headers} // nats.go only reads it
+	now := start
 	for retry := 0; ; retry++ {
-		m, err := t.attempt(ctx, msg)
+		m, err := t.attempt(ctx, subject, payload, headers, now)
 		t.counters.sawNoResponders(err)
 		var ce *CallError
 		switch {
@@ -205,8 +207,8 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 				// it for a request without the header: read it again, able to take it
 				// parked. At once: this is not a retry, the engine is there.
 				headers = withOverflow(headers, t.overflow)
-				msg = &nats.Msg{Subject: subject, Data: payload, Header: headers}
 				t.counters.resends.Add(1)
+				now = time.Now()
 				continue
 			}
 		}
@@ -223,6 +225,7 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 			return nil, transportError(subject, err, false, "")
 		}
 		t.counters.retries.Add(1)
+		now = time.Now()
 	}
 }
 
@@ -272,17 +275,28 @@ type deadlineOnly struct {
 func (c deadlineOnly) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // attempt sends one request: bounded by ctx, or for a ctx that never ends, by its
-// deadline, with the error a context would have given when it passes.
-func (t *Transport) attempt(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+// deadline as seen at now (the caller's latest clock reading), with the error a context
+// would have given when it passes. A request without headers goes out without a
+// nats.Msg, which would be one more allocation per call.
+func (t *Transport) attempt(ctx context.Context, subject string, payload []byte, headers nats.Header, now time.Time) (*nats.Msg, error) {
 	if ctx.Done() != nil {
-		return t.conn.RequestMsgWithContext(ctx, msg)
+		if headers == nil {
+			return t.conn.RequestWithContext(ctx, subject, payload)
+		}
+		return t.conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: payload, Header: headers})
 	}
 	deadline, _ := ctx.Deadline() // bound set one
-	left := time.Until(deadline)
+	left := deadline.Sub(now)
 	if left <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	m, err := t.conn.RequestMsg(msg, left)
+	var m *nats.Msg
+	var err error
+	if headers == nil {
+		m, err = t.conn.Request(subject, payload, left)
+	} else {
+		m, err = t.conn.RequestMsg(&nats.Msg{Subject: subject, Data: payload, Header: headers}, left)
+	}
 	if errors.Is(err, nats.ErrTimeout) {
 		err = context.DeadlineExceeded
 	}
