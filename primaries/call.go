@@ -196,6 +196,14 @@ func (p *Primary) serve(r *run, j job) {
 		}
 	}
 	p.observe(j, "")
+	if j.inline {
+		// Published before serve returns, so the message can live on this stack: one
+		// allocation less per call, which on a busy engine is fewer collections.
+		m := nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}
+		p.publish(&m)
+		p.release(r, true)
+		return
+	}
 	p.send(j, answer{msg: &nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}, run: r, slot: true})
 }
 
