@@ -32,7 +32,7 @@ func permissionBlocks(t *testing.T) map[string]string {
 	for _, m := range regexp.MustCompile("(?s)<!-- permissions: ([a-z-]+) -->\n```conf\n(.*?)```").FindAllSubmatch(doc, -1) {
 		blocks[string(m[1])] = string(m[2])
 	}
-	for _, role := range []string{"engine", "client", "caller", "status"} {
+	for _, role := range []string{"engine", "client", "caller", "status", "operator"} {
 		if blocks[role] == "" {
 			t.Fatalf("docs/security.md has no permission block for %s", role)
 		}
@@ -167,6 +167,66 @@ func TestLeastPrivilege(t *testing.T) {
 	if code, out := runCommand(t, statusDir, nil, "status"); code != 0 || !strings.Contains(out, b.instanceID()) {
 		t.Fatalf("status after the handover: exit %d\n%s", code, out)
 	}
+	for _, p := range []*proc{a, b, c} {
+		noViolation(t, p)
+	}
+}
+
+// TestOperatorCommandsUnderLeastPrivilege runs the operator's commands under the
+// operator set of docs/security.md against engines under the engine set: doctor finds
+// every bucket readable, step-down --to hands the lease to the named rollout, and
+// evict --force deletes the lease of a live holder. None of them, and no engine, hits a
+// permission it lacks.
+func TestOperatorCommandsUnderLeastPrivilege(t *testing.T) {
+	blocks := permissionBlocks(t)
+	srv := privilegedBroker(t, blocks)
+	engineCfg := func(rollout string) engineConfig {
+		dir := t.TempDir()
+		return engineConfig{NATSURL: srv.URL(), Rollout: rollout, Drain: 1, HTTPPort: freePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "engine")}
+	}
+	a := start(t, "A", engineCfg("v1"))
+	a.waitState("serving", 20*time.Second)
+	b := start(t, "B", engineCfg("v2"))
+	b.waitState("standby", 20*time.Second)
+
+	op := t.TempDir()
+	writeConfig(t, op, fmt.Sprintf("nats:\n  url: %q\n%sservices:\n  keyvalue: {adapter: jetstream}\n  object_storage: {adapter: jetstream}\n",
+		srv.URL(), asUser(t, op, "operator")))
+	operator := func(args ...string) (int, string) {
+		t.Helper()
+		code, out := runCommand(t, op, nil, args...)
+		if strings.Contains(strings.ToLower(out), "permission") {
+			t.Errorf("abi-engine %v as operator met a permission it lacks:\n%s", args, out)
+		}
+		return code, out
+	}
+
+	// The buckets exist once A serves: doctor reads each one's settings.
+	code, out := operator("doctor")
+	if code != 0 {
+		t.Fatalf("doctor as operator: exit %d\n%s", code, out)
+	}
+	for _, check := range []string{"lease bucket", "keyvalue bucket", "object_storage bucket"} {
+		if !regexp.MustCompile(`(?m)^OK\s+` + regexp.QuoteMeta(check)).MatchString(out) {
+			t.Errorf("doctor as operator did not find the %s readable:\n%s", check, out)
+		}
+	}
+
+	if code, out := operator("step-down", "--to", "v2", "--timeout", "30s"); code != 0 || !strings.Contains(out, "handed over: "+b.instanceID()) {
+		t.Fatalf("step-down --to v2 as operator: exit %d\n%s", code, out)
+	}
+	b.waitState("serving", 20*time.Second)
+	if code := a.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("A exited %d after stepping down", code)
+	}
+
+	c := start(t, "C", engineCfg("v3"))
+	c.waitState("standby", 20*time.Second)
+	if code, out := operator("evict", "--force"); code != 0 || !strings.Contains(out, "evicted "+b.instanceID()) {
+		t.Fatalf("evict --force as operator: exit %d\n%s", code, out)
+	}
+	// The delete reached the lease: its holder sees a write not its own.
+	b.waitLog(`"event":"evicted"`, 20*time.Second)
 	for _, p := range []*proc{a, b, c} {
 		noViolation(t, p)
 	}
