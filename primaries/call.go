@@ -25,7 +25,6 @@ import (
 type run struct {
 	// Fixed when the actor makes the run; the hot path reads them.
 	ctx      context.Context
-	inline   context.Context // ctx marked as an inline call's (inlineCtx)
 	cancel   context.CancelCauseFunc
 	calls    *counter     // calls received and not yet answered
 	jobs     chan job     // unbuffered: a send succeeds only to an idle worker
@@ -49,7 +48,7 @@ type run struct {
 
 func newRun() *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &run{ctx: ctx, inline: inlineCtx{ctx}, cancel: cancel, calls: newCounter(), jobs: make(chan job), workers: newCounter(),
+	return &run{ctx: ctx, cancel: cancel, calls: newCounter(), jobs: make(chan job), workers: newCounter(),
 		received: make(chan struct{})}
 }
 
@@ -82,9 +81,13 @@ func (r *run) finished(ctx context.Context, draining bool) error {
 // (backlog.go), never the callback.
 func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 	observe := p.observers[name]
+	var inline context.Context // the endpoint's inline calls run under it, with its reply scratch
+	if p.inline {
+		inline = inlineCtx{Context: r.ctx, scratch: new(replyScratch)}
+	}
 	return micro.HandlerFunc(func(req micro.Request) {
 		r.calls.add()
-		j := job{name: name, op: op, req: req, observe: observe, inline: p.inline}
+		j := job{name: name, op: op, req: req, observe: observe, inline: inline}
 		if observe != nil {
 			j.received = time.Now()
 		}
@@ -98,7 +101,7 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 			p.refuse(r, j, true)
 			return
 		}
-		if j.inline {
+		if j.inline != nil {
 			p.serve(r, j)
 			return
 		}
@@ -111,10 +114,16 @@ type job struct {
 	name     string
 	op       Operation
 	req      micro.Request
-	inline   bool         // run on micro's callback: its answer is published at once
-	observe  CallObserver // the operation's, nil without Config.OnCall
-	received time.Time    // set only with observe
-	span     CallSpan     // set only for Config.Tracer
+	inline   context.Context // an inline call's (inlineCtx), answered at once; nil: pooled
+	observe  CallObserver    // the operation's, nil without Config.OnCall
+	received time.Time       // set only with observe
+	span     CallSpan        // set only for Config.Tracer
+}
+
+// scratch is the reply scratch of an inline call, nil for a pooled one.
+func (j job) scratch() *replyScratch {
+	ic, _ := j.inline.(inlineCtx)
+	return ic.scratch
 }
 
 // dispatch hands j to an idle worker of the run, starting one if fewer than
@@ -163,8 +172,8 @@ func (r *run) work(p *Primary, j job) {
 // once it is published.
 func (p *Primary) serve(r *run, j job) {
 	ctx := r.ctx
-	if j.inline {
-		ctx = r.inline
+	if j.inline != nil {
+		ctx = j.inline
 	}
 	if p.cfg.Tracer != nil {
 		ctx, j.span = p.cfg.Tracer.StartCall(ctx, p.svc.Name, j.name, nats.Header(j.req.Headers()), j.req.Data())
@@ -196,11 +205,13 @@ func (p *Primary) serve(r *run, j job) {
 		}
 	}
 	p.observe(j, "")
-	if j.inline {
-		// Published before serve returns, so the message can live on this stack: one
-		// allocation less per call, which on a busy engine is fewer collections.
+	if j.inline != nil {
+		// Published before serve returns, so the message can live on this stack, and
+		// the reply in the endpoint's scratch: two allocations less per call, which on
+		// a busy engine is fewer collections.
 		m := nats.Msg{Subject: j.req.Reply(), Header: p.okHeader, Data: out}
 		p.publish(&m)
+		j.scratch().reclaim(out)
 		p.release(r, true)
 		return
 	}
@@ -230,7 +241,7 @@ func (p *Primary) overflow(r *run, j job, out []byte, size int64) {
 	// The overflow host publishes on its own connection from this goroutine; micro's
 	// Respond is avoided for the reason given at send.
 	req := &nats.Msg{Reply: j.req.Reply(), Header: nats.Header(j.req.Headers())}
-	_ = p.cfg.Overflow.Reply(r.ctx, req, out, nil) // an error means the caller could not be told; its timeout will
+	_ = p.cfg.Overflow.Reply(r.ctx, req, j.scratch().keep(out), nil) // an error means the caller could not be told; its timeout will
 	p.observe(j, "")
 	p.release(r, true)
 }

@@ -54,6 +54,19 @@ func checkDecode[T any](t *testing.T, data []byte) {
 	} else if !reflect.DeepEqual(fast, *new(T)) {
 		t.Fatalf("%T %q: the fast path gave up but left %+v", fast, data, fast)
 	}
+	// The same with a spare for the context member (Handle's call frame): the same
+	// result, in the spare when there is a context member, nil when there is none.
+	var spared T
+	spare := &protocol.RequestContext{TraceID: "left over", TimeoutMS: 7}
+	any(&spared).(ctxHolder).RequestCtx().Context = spare
+	if any(&spared).(fastDecoder).DecodeFast(data) {
+		got := any(&spared).(ctxHolder).RequestCtx().Context
+		if !reflect.DeepEqual(spared, fast) || (got != nil && got != spare) {
+			t.Fatalf("%T %q: with a spare %+v (context %p, spare %p), without %+v", spared, data, spared, got, spare, fast)
+		}
+	} else if !reflect.DeepEqual(spared, *new(T)) {
+		t.Fatalf("%T %q: the fast path with a spare gave up but left %+v", spared, data, spared)
+	}
 	strictErr := Decode(data, &strict)
 	switch {
 	case strictErr == nil && (jsonErr != nil || !reflect.DeepEqual(strict, viaJSON)):

@@ -123,7 +123,7 @@ func TestInlineTimeoutHasNoTimer(t *testing.T) {
 	})
 	run := newRun()
 	defer run.cancel(nil)
-	if _, err := op(run.inline, []byte(`{"context":{"timeout_ms":1},"key":"a"}`)); err != nil {
+	if _, err := op(inlineCtx{Context: run.ctx}, []byte(`{"context":{"timeout_ms":1},"key":"a"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if !got.deadline || got.left > time.Millisecond || got.err != context.DeadlineExceeded || got.done != run.ctx.Done() {

@@ -54,33 +54,41 @@ func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) 
 	s := schemaOf(t)
 	_, fast := any(new(Req)).(fastDecoder)
 	_, appends := any(new(Rep)).(appender)
-	// A call's request and reply share one allocation, and the reply is handed to its
-	// appender by pointer, so neither is boxed on its own.
+	// A call's request, reply, context member and inline deadline share one
+	// allocation, and the reply is handed to its appender by pointer, so none of them
+	// is allocated on its own.
 	type frame struct {
-		req Req
-		rep Rep
+		req     Req
+		rep     Rep
+		rc      protocol.RequestContext // the context member, on the fast path
+		bounded boundedInline
 	}
 	return func(ctx context.Context, data []byte) ([]byte, error) {
 		f := new(frame)
 		req := &f.req
-		if !fast || !any(req).(fastDecoder).DecodeFast(data) {
-			if err := decodeWith(data, req, s); err != nil {
-				return nil, err
-			}
-		}
 		var rc *protocol.Ctx
 		if c, ok := any(req).(ctxHolder); ok {
 			rc = c.RequestCtx()
 		} else {
 			rc = reflect.ValueOf(req).Elem().FieldByIndex(index).Addr().Interface().(*protocol.Ctx)
 		}
+		if fast {
+			rc.Context = &f.rc // the spare DecodeFast fills; it leaves nil without the member
+		}
+		if !fast || !any(req).(fastDecoder).DecodeFast(data) {
+			if err := decodeWith(data, req, s); err != nil {
+				return nil, err
+			}
+		}
+		inline, isInline := ctx.(inlineCtx)
 		if c := rc.Context; c != nil && c.TimeoutMS != 0 {
 			timeout, err := callTimeout(c.TimeoutMS)
 			if err != nil {
 				return nil, err
 			}
-			if _, inline := ctx.(inlineCtx); inline {
-				ctx = &boundedInline{Context: ctx, deadline: time.Now().Add(timeout)}
+			if isInline {
+				f.bounded = boundedInline{Context: ctx, deadline: time.Now().Add(timeout)}
+				ctx = &f.bounded
 			} else {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -92,7 +100,7 @@ func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) 
 			return nil, err
 		}
 		if appends {
-			return any(&f.rep).(appender).AppendJSON(make([]byte, 0, replySize)), nil
+			return inline.scratch.appendReply(any(&f.rep).(appender)), nil
 		}
 		out, err := json.Marshal(f.rep)
 		if err != nil {
@@ -103,8 +111,11 @@ func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) 
 }
 
 // inlineCtx is the context of a call that runs on micro's callback (Service.Inline),
-// which never waits.
-type inlineCtx struct{ context.Context }
+// which never waits; scratch is its endpoint's reply buffer.
+type inlineCtx struct {
+	context.Context
+	scratch *replyScratch
+}
 
 // boundedInline is context.WithTimeout for an inline call: the call never waits, so
 // nothing needs Done to fire at the deadline, and it is enough that Deadline reports it

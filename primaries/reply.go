@@ -71,7 +71,7 @@ type replyQueue struct {
 // micro's callback has nothing to batch with, and yielding there would only delay the
 // next call.
 func (p *Primary) send(j job, a answer) {
-	if j.inline {
+	if j.inline != nil {
 		p.publish(a.msg)
 		p.release(a.run, a.slot)
 		return
