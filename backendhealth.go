@@ -227,6 +227,12 @@ func (s healthyKeyValue) Get(ctx context.Context, key string) ([]byte, bool, err
 	return v, found, s.h.observe(err)
 }
 
+// GetShared passes the backend's shared read through (keyvalue.SharedReader).
+func (s healthyKeyValue) GetShared(ctx context.Context, key string) ([]byte, bool, error) {
+	v, found, err := keyvalue.GetShared(ctx, s.Store, key)
+	return v, found, s.h.observe(err)
+}
+
 func (s healthyKeyValue) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return s.h.observe(s.Store.Set(ctx, key, value, ttl))
 }

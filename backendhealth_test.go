@@ -7,7 +7,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
+	"github.com/abi-engine/engine/primaries/keyvalue"
+	"github.com/abi-engine/engine/primaries/keyvalue/memory"
 	"github.com/abi-engine/engine/protocol"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -88,4 +91,26 @@ func TestBackendHealth(t *testing.T) {
 		}
 		answer <- nil
 	})
+}
+
+// The health wrapper passes a backend's shared read through (the memory backend's
+// get without a copy), and observes its failures like any other call.
+func TestHealthyKeyValuePassesTheSharedReadThrough(t *testing.T) {
+	var failures atomic.Int32
+	h := newBackendHealth("keyvalue", "memory", zap.NewNop(), func(context.Context) (bool, error) { return false, nil }, func() { failures.Add(1) }, func() {})
+	defer h.close()
+	store := memory.New()
+	ctx := context.Background()
+	if err := store.Set(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	kv := healthyKeyValue{Store: store, h: h}
+	want, _, _ := store.GetShared(ctx, "k")
+	got, found, err := keyvalue.GetShared(ctx, kv, "k")
+	if err != nil || !found || unsafe.SliceData(got) != unsafe.SliceData(want) {
+		t.Fatalf("GetShared through the wrapper: %q, %v, %v; the stored bytes: %v", got, found, err, unsafe.SliceData(got) == unsafe.SliceData(want))
+	}
+	if _, _, err := kv.GetShared(ctx, ""); err == nil || failures.Load() != 0 {
+		t.Fatalf("an empty key: %v, counted as %d backend failures", err, failures.Load())
+	}
 }

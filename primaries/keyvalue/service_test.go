@@ -231,6 +231,43 @@ func TestGetReplyShape(t *testing.T) {
 	}
 }
 
+// sharedStore is a memory store that counts its shared reads and its copying ones.
+type sharedStore struct {
+	*memory.Store
+	shared, copies atomic.Int32
+}
+
+func (s *sharedStore) Get(ctx context.Context, k string) ([]byte, bool, error) {
+	s.copies.Add(1)
+	return s.Store.Get(ctx, k)
+}
+
+func (s *sharedStore) GetShared(ctx context.Context, k string) ([]byte, bool, error) {
+	s.shared.Add(1)
+	return s.Store.GetShared(ctx, k)
+}
+
+// A get reads a SharedReader's value without a copy; a store without the shared read
+// is read with Get, through keyvalue.GetShared as well.
+func TestGetReadsSharedValues(t *testing.T) {
+	store := &sharedStore{Store: memory.New()}
+	nc := servePrimary(t, store)
+	if _, err := nc.Request(protocol.ServiceSubject(protocol.KeyValue, protocol.OpSet), []byte(`{"key":"k","value":"dg=="}`), callTimeout); err != nil {
+		t.Fatal(err)
+	}
+	m, err := nc.Request(protocol.ServiceSubject(protocol.KeyValue, protocol.OpGet), []byte(`{"key":"k"}`), callTimeout)
+	if err != nil || string(m.Data) != `{"found":true,"value":"dg=="}` {
+		t.Fatalf("get: %q, %v", m.Data, err)
+	}
+	if s, c := store.shared.Load(), store.copies.Load(); s != 1 || c != 0 {
+		t.Fatalf("%d shared reads and %d copies, want 1 and 0", s, c)
+	}
+	plain := &countingStore{Store: memory.New()}
+	if _, _, err := keyvalue.GetShared(context.Background(), plain, "k"); err != nil || plain.calls.Load() != 1 {
+		t.Fatalf("GetShared on a store without it: %v, %d Get calls", err, plain.calls.Load())
+	}
+}
+
 // countingStore counts the calls that reach the store.
 type countingStore struct {
 	keyvalue.Store

@@ -20,3 +20,21 @@ type Store interface {
 	DeleteIfValueMatches(ctx context.Context, key string, value []byte) (deleted bool, err error)
 	Exists(ctx context.Context, key string) (bool, error)
 }
+
+// SharedReader is a Store that can hand out a stored value itself instead of Get's
+// copy. The bytes GetShared returns never change (a write stores a new slice), and the
+// caller must only read them: the service encodes a get's reply straight from them,
+// which saves copying every value it serves. The memory backend is one.
+type SharedReader interface {
+	GetShared(ctx context.Context, key string) (value []byte, found bool, err error)
+}
+
+// GetShared reads key from s as s.GetShared when s is a SharedReader, and as s.Get
+// otherwise; the value must only be read. Wrappers of a Store use it to pass the
+// shared read through.
+func GetShared(ctx context.Context, s Store, key string) ([]byte, bool, error) {
+	if r, ok := s.(SharedReader); ok {
+		return r.GetShared(ctx, key)
+	}
+	return s.Get(ctx, key)
+}

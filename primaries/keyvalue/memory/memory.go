@@ -34,7 +34,10 @@ type entry struct {
 
 func (e entry) alive(now time.Time) bool { return e.expires.IsZero() || now.Before(e.expires) }
 
-var _ keyvalue.Store = (*Store)(nil)
+var (
+	_ keyvalue.Store        = (*Store)(nil)
+	_ keyvalue.SharedReader = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -66,7 +69,18 @@ func (s *Store) lookup(key string) (entry, bool) {
 }
 
 // Get returns a copy of the value of key.
-func (s *Store) Get(_ context.Context, key string) ([]byte, bool, error) {
+func (s *Store) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	v, found, err := s.GetShared(ctx, key)
+	if !found {
+		return v, found, err
+	}
+	return bytes.Clone(v), true, nil
+}
+
+// GetShared returns the stored value of key itself (keyvalue.SharedReader): a write
+// stores a copy of its value and never touches it again, so the bytes do not change
+// while a reader holds them. The caller must not modify them.
+func (s *Store) GetShared(_ context.Context, key string) ([]byte, bool, error) {
 	if err := keyvalue.CheckKey(key); err != nil {
 		return nil, false, err
 	}
@@ -76,7 +90,7 @@ func (s *Store) Get(_ context.Context, key string) ([]byte, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	return bytes.Clone(nonNil(e.value)), true, nil
+	return nonNil(e.value), true, nil
 }
 
 // Set stores a copy of value; ttl 0 means no expiry.

@@ -48,3 +48,34 @@ func TestLocalStorage(t *testing.T) {
 		t.Fatalf("LocalStorage = %q", got)
 	}
 }
+
+// A shared read hands out the stored bytes without copying them, and a later write
+// leaves the bytes a reader holds as they were.
+func TestGetSharedIsTheStoredValue(t *testing.T) {
+	s := New()
+	ctx := context.Background()
+	if err := s.Set(ctx, "k", []byte("first"), 0); err != nil {
+		t.Fatal(err)
+	}
+	held, found, err := s.GetShared(ctx, "k")
+	if err != nil || !found || string(held) != "first" {
+		t.Fatalf("GetShared = %q, %v, %v", held, found, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = s.GetShared(ctx, "k") }); n != 0 {
+		t.Errorf("GetShared allocates %v times, want 0", n)
+	}
+	copied, _, _ := s.Get(ctx, "k")
+	copied[0] = 'X' // a Get's value is the caller's
+	if err := s.Set(ctx, "k", []byte("second"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if string(held) != "first" {
+		t.Fatalf("a write changed the bytes a reader held: %q", held)
+	}
+	if v, _, _ := s.GetShared(ctx, "k"); string(v) != "second" {
+		t.Fatalf("after the write GetShared = %q", v)
+	}
+	if v, found, err := s.GetShared(ctx, ""); found || err == nil {
+		t.Fatalf("an empty key: %q, %v, %v", v, found, err)
+	}
+}
