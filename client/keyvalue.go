@@ -21,8 +21,8 @@ func (c *KeyValue) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var r protocol.KVGetReply
-	err := c.t.call(ctx, protocol.KeyValue, protocol.OpGet, func(rc *protocol.RequestContext) any {
-		return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: key}
+	err := c.t.call(ctx, protocol.KeyValue, protocol.OpGet, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVKeyRequest{Ctx: protocol.CtxOf(&rc), Key: key}.AppendJSON(b)
 	}, &r)
 	if err != nil || !r.Found {
 		return nil, false, err
@@ -38,8 +38,8 @@ func (c *KeyValue) Set(ctx context.Context, key string, value []byte, ttl time.D
 	if err := c.t.checkNames(protocol.KeyValue, protocol.OpSet, "key", key); err != nil {
 		return err
 	}
-	return c.t.call(ctx, protocol.KeyValue, protocol.OpSet, func(rc *protocol.RequestContext) any {
-		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: nonNil(value), TTLSeconds: ttl.Seconds()}
+	return c.t.call(ctx, protocol.KeyValue, protocol.OpSet, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVSetRequest{Ctx: protocol.CtxOf(&rc), Key: key, Value: nonNil(value), TTLSeconds: ttl.Seconds()}.AppendJSON(b)
 	}, nil)
 }
 
@@ -49,8 +49,8 @@ func (c *KeyValue) SetIfNotExists(ctx context.Context, key string, value []byte,
 		return false, err
 	}
 	var r protocol.KVSetReply
-	err := c.t.call(ctx, protocol.KeyValue, protocol.OpSetIfNotExists, func(rc *protocol.RequestContext) any {
-		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: nonNil(value), TTLSeconds: ttl.Seconds()}
+	err := c.t.call(ctx, protocol.KeyValue, protocol.OpSetIfNotExists, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVSetRequest{Ctx: protocol.CtxOf(&rc), Key: key, Value: nonNil(value), TTLSeconds: ttl.Seconds()}.AppendJSON(b)
 	}, &r)
 	return r.Set, err
 }
@@ -61,8 +61,8 @@ func (c *KeyValue) Delete(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	var r protocol.KVDeleteReply
-	err := c.t.call(ctx, protocol.KeyValue, protocol.OpDelete, func(rc *protocol.RequestContext) any {
-		return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: key}
+	err := c.t.call(ctx, protocol.KeyValue, protocol.OpDelete, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVKeyRequest{Ctx: protocol.CtxOf(&rc), Key: key}.AppendJSON(b)
 	}, &r)
 	return r.Deleted, err
 }
@@ -73,8 +73,8 @@ func (c *KeyValue) DeleteIfValueMatches(ctx context.Context, key string, value [
 		return false, err
 	}
 	var r protocol.KVDeleteReply
-	err := c.t.call(ctx, protocol.KeyValue, protocol.OpDeleteIfValueMatches, func(rc *protocol.RequestContext) any {
-		return protocol.KVValueRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: nonNil(value)}
+	err := c.t.call(ctx, protocol.KeyValue, protocol.OpDeleteIfValueMatches, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVValueRequest{Ctx: protocol.CtxOf(&rc), Key: key, Value: nonNil(value)}.AppendJSON(b)
 	}, &r)
 	return r.Deleted, err
 }
@@ -85,8 +85,8 @@ func (c *KeyValue) Exists(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	var r protocol.KVExistsReply
-	err := c.t.call(ctx, protocol.KeyValue, protocol.OpExists, func(rc *protocol.RequestContext) any {
-		return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: key}
+	err := c.t.call(ctx, protocol.KeyValue, protocol.OpExists, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVKeyRequest{Ctx: protocol.CtxOf(&rc), Key: key}.AppendJSON(b)
 	}, &r)
 	return r.Exists, err
 }

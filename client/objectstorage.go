@@ -65,8 +65,8 @@ func (c *ObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]by
 	ctx, cancel := c.t.bound(ctx)
 	defer cancel()
 	var r protocol.GetObjectReply
-	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpGetObject, func(rc *protocol.RequestContext) any {
-		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix, Key: key}
+	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpGetObject, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.ObjectRequest{Ctx: protocol.CtxOf(&rc), Prefix: prefix, Key: key}.AppendJSON(b)
 	}, &r)
 	var ce *CallError
 	if errors.As(err, &ce) && ce.Err.Code == protocol.PayloadTooLarge && ce.Cause == nil {
@@ -96,8 +96,8 @@ func (c *ObjectStorage) DeleteObject(ctx context.Context, prefix, key string) er
 	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpDeleteObject, "prefix", prefix, "key", key); err != nil {
 		return err
 	}
-	return c.t.call(ctx, protocol.ObjectStorage, protocol.OpDeleteObject, func(rc *protocol.RequestContext) any {
-		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix, Key: key}
+	return c.t.call(ctx, protocol.ObjectStorage, protocol.OpDeleteObject, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.ObjectRequest{Ctx: protocol.CtxOf(&rc), Prefix: prefix, Key: key}.AppendJSON(b)
 	}, nil)
 }
 
@@ -107,8 +107,8 @@ func (c *ObjectStorage) ListObjects(ctx context.Context, prefix string) ([]strin
 		return nil, err
 	}
 	var r protocol.ListObjectsReply
-	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpListObjects, func(rc *protocol.RequestContext) any {
-		return protocol.ListObjectsRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix}
+	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpListObjects, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.ListObjectsRequest{Ctx: protocol.CtxOf(&rc), Prefix: prefix}.AppendJSON(b)
 	}, &r)
 	if err != nil {
 		return nil, err
@@ -126,8 +126,8 @@ func (c *ObjectStorage) GetObjectMetadata(ctx context.Context, prefix, key strin
 	}
 	var r protocol.ObjectMetadataReply
 	subject := protocol.ServiceSubject(protocol.ObjectStorage, protocol.OpGetObjectMetadata)
-	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpGetObjectMetadata, func(rc *protocol.RequestContext) any {
-		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: prefix, Key: key}
+	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpGetObjectMetadata, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.ObjectRequest{Ctx: protocol.CtxOf(&rc), Prefix: prefix, Key: key}.AppendJSON(b)
 	}, &r)
 	if err != nil {
 		return ObjectMetadata{}, err

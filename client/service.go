@@ -30,7 +30,9 @@ func (s *Service) Name() string { return s.name }
 // until ctx's deadline, so the engine stops working on a call nobody waits for) unless
 // it carries one.
 func (s *Service) Call(ctx context.Context, op string, req, out any) error {
-	return s.t.call(ctx, s.name, op, func(rc *protocol.RequestContext) any { return withContext(req, rc) }, out)
+	return s.t.call(ctx, s.name, op, func(_ []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.EncodeRequest(withContext(req, protocol.CtxOf(&rc).Context))
+	}, out)
 }
 
 // Request sends req like Call and returns the reply as it came (its body and the

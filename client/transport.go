@@ -323,20 +323,32 @@ func (t *Transport) unparkBounded(ctx context.Context, subject string, m *nats.M
 // requestContext is the "context" member of a request: the time left until ctx's
 // deadline, so the engine stops working on a call its caller no longer waits for.
 func requestContext(ctx context.Context) *protocol.RequestContext {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return nil
-	}
-	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
+	rc := contextMember(ctx)
+	return protocol.CtxOf(&rc).Context
 }
 
-// call sends the JSON request that build makes (given the request's context member) to
-// service.operation and decodes the reply into out (nil: ignore the body).
-func (t *Transport) call(ctx context.Context, service, op string, build func(*protocol.RequestContext) any, out any) error {
+// contextMember is requestContext as a value (zero: none), for a request encoded at
+// once (protocol.CtxOf), which then needs no allocation for it.
+func contextMember(ctx context.Context) protocol.RequestContext {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return protocol.RequestContext{}
+	}
+	return protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
+}
+
+// requestBuilder appends a request body to b, with rc as its context member
+// (protocol.CtxOf(&rc)): the typed calls append their request without reflection,
+// and with rc and the request on their stacks.
+type requestBuilder func(b []byte, rc protocol.RequestContext) ([]byte, error)
+
+// call sends the JSON request that build makes to service.operation and decodes the
+// reply into out (nil: ignore the body).
+func (t *Transport) call(ctx context.Context, service, op string, build requestBuilder, out any) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	subject := protocol.ServiceSubject(service, op)
-	body, err := protocol.EncodeRequest(build(requestContext(ctx)))
+	body, err := build(make([]byte, 0, requestSize), contextMember(ctx))
 	if err != nil {
 		t.counters.calls.Add(1)
 		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
@@ -372,6 +384,9 @@ func withOverflow(headers, overflow nats.Header) nats.Header {
 	h[protocol.HeaderOverflow] = overflow[protocol.HeaderOverflow]
 	return h
 }
+
+// requestSize is the first capacity of a typed call's request body: most fit.
+const requestSize = 128
 
 // send is the second half of call, for callers that checked the encoded body first;
 // header and onDemand are overflowFor's.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Appenders of the reply bodies: each AppendJSON appends to b exactly the bytes
@@ -117,7 +118,9 @@ func appendString(b []byte, s string) []byte {
 	for i := range len(s) {
 		switch c := s[i]; {
 		case c < 0x20, c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			q, err := json.Marshal(s)
+			// A copy, so that s does not escape to json.Marshal: callers' strings and
+			// the requests holding them stay on their stacks.
+			q, err := json.Marshal(strings.Clone(s))
 			if err != nil { // a string always encodes
 				panic(err)
 			}

@@ -30,6 +30,15 @@ type Ctx struct {
 	Context *RequestContext `json:"context,omitempty"`
 }
 
+// CtxOf is the Ctx that carries rc, or none when rc is zero. A caller that encodes a
+// request right away can keep rc on its stack: the appenders do not retain it.
+func CtxOf(rc *RequestContext) Ctx {
+	if *rc == (RequestContext{}) {
+		return Ctx{}
+	}
+	return Ctx{Context: rc}
+}
+
 // keyvalue
 
 type KVKeyRequest struct {
