@@ -48,7 +48,8 @@ func Run(ctx context.Context, tr *client.Transport, cfg Config, opts ...Option) 
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "bench-" + randomID()
 	}
-	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes)}
+	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes),
+		keys: keySpace(cfg.KeyPrefix, cfg.Keys)}
 	if err := d.checkPayload(); err != nil {
 		return nil, err
 	}
@@ -81,6 +82,8 @@ type driver struct {
 	seeds []uint64
 	// pad is the filler after the tag of seeded values.
 	pad []byte
+	// keys names the key space (keySpace); a driver without it names keys per call.
+	keys []keyName
 }
 
 // work is one worker of the measured run.
@@ -252,10 +255,44 @@ func (d *driver) remove(ctx context.Context, g, idx int, _ []byte) error {
 }
 
 // key is the keyvalue key of index idx, and the Op.Key of its object: objectKey(idx)
-// under the prefix cfg.KeyPrefix.
-func (d *driver) key(idx int) string { return d.cfg.KeyPrefix + "/" + objectKey(idx) }
+// under the prefix cfg.KeyPrefix. The key space's strings are made once (keySpace), so
+// a call spends nothing on its key that a caller with a key in hand would not.
+func (d *driver) key(idx int) string {
+	if idx < len(d.keys) {
+		return d.keys[idx].full
+	}
+	return d.cfg.KeyPrefix + "/" + objectKey(idx)
+}
+
+// objectKey is the object key of index idx (under the prefix cfg.KeyPrefix).
+func (d *driver) objectKey(idx int) string {
+	if idx < len(d.keys) {
+		return d.keys[idx].object
+	}
+	return objectKey(idx)
+}
 
 func objectKey(idx int) string { return strconv.Itoa(idx) }
+
+// keyName is one key of the key space: its object key and the keyvalue key.
+type keyName struct{ object, full string }
+
+// namedKeys bounds the key space whose names are made up front (about 4 MiB of
+// strings); a larger one names its keys per call.
+const namedKeys = 1 << 16
+
+// keySpace makes the names of the n keys under prefix, none if n is over namedKeys.
+func keySpace(prefix string, n int) []keyName {
+	if n > namedKeys {
+		return nil
+	}
+	keys := make([]keyName, n)
+	for i := range keys {
+		object := objectKey(i)
+		keys[i] = keyName{object: object, full: prefix + "/" + object}
+	}
+	return keys
+}
 
 func (d *driver) isKV() bool { return d.cfg.Service == protocol.KeyValue }
 
@@ -268,8 +305,8 @@ func (d *driver) write(ctx context.Context, worker, idx int, value []byte, setup
 	}
 	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Setup: setup}
 	op.Kind = protocol.OpPutObject
-	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-		return protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx), Content: value}
+	d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.PutObjectRequest{Ctx: protocol.CtxOf(&rc), Prefix: d.cfg.KeyPrefix, Key: d.objectKey(idx), Content: value}.AppendJSON(b)
 	}, nil)
 	return op
 }
@@ -277,8 +314,8 @@ func (d *driver) write(ctx context.Context, worker, idx int, value []byte, setup
 // set sets value under the keyvalue key.
 func (d *driver) set(ctx context.Context, worker int, key string, value []byte) Op {
 	op := Op{Worker: worker, Key: key, Input: ValueHash(value), Kind: protocol.OpSet}
-	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: key, Value: value}
+	d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVSetRequest{Ctx: protocol.CtxOf(&rc), Key: key, Value: value}.AppendJSON(b)
 	}, nil)
 	return op
 }
@@ -297,8 +334,8 @@ func (d *driver) read(ctx context.Context, worker, idx int, setup bool) Op {
 	if d.isKV() {
 		op.Kind = protocol.OpGet
 		var r protocol.KVGetReply
-		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-			return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key}
+		d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+			return protocol.KVKeyRequest{Ctx: protocol.CtxOf(&rc), Key: op.Key}.AppendJSON(b)
 		}, &r)
 		if !op.Failed() && r.Found {
 			op.Found, op.Output = true, ValueHash(r.Value)
@@ -307,8 +344,8 @@ func (d *driver) read(ctx context.Context, worker, idx int, setup bool) Op {
 	}
 	op.Kind = protocol.OpGetObject
 	var r protocol.GetObjectReply
-	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx)}
+	d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.ObjectRequest{Ctx: protocol.CtxOf(&rc), Prefix: d.cfg.KeyPrefix, Key: d.objectKey(idx)}.AppendJSON(b)
 	}, &r)
 	switch {
 	case op.Code == protocol.NotFound && !op.Indefinite:
@@ -323,8 +360,8 @@ func (d *driver) read(ctx context.Context, worker, idx int, setup bool) Op {
 func (d *driver) setIfNotExists(ctx context.Context, worker, idx int, value []byte) Op {
 	op := Op{Worker: worker, Key: d.key(idx), Input: ValueHash(value), Kind: protocol.OpSetIfNotExists}
 	var r protocol.KVSetReply
-	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-		return protocol.KVSetRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key, Value: value}
+	d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.KVSetRequest{Ctx: protocol.CtxOf(&rc), Key: op.Key, Value: value}.AppendJSON(b)
 	}, &r)
 	op.Applied = !op.Failed() && r.Set
 	return op
@@ -336,15 +373,15 @@ func (d *driver) delete(ctx context.Context, worker, idx int, setup bool) Op {
 	if d.isKV() {
 		op.Kind = protocol.OpDelete
 		var r protocol.KVDeleteReply
-		d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-			return protocol.KVKeyRequest{Ctx: protocol.Ctx{Context: rc}, Key: op.Key}
+		d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+			return protocol.KVKeyRequest{Ctx: protocol.CtxOf(&rc), Key: op.Key}.AppendJSON(b)
 		}, &r)
 		op.Applied = !op.Failed() && r.Deleted
 		return op
 	}
 	op.Kind = protocol.OpDeleteObject
-	d.call(ctx, &op, func(rc *protocol.RequestContext) any {
-		return protocol.ObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(idx)}
+	d.call(ctx, &op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+		return protocol.ObjectRequest{Ctx: protocol.CtxOf(&rc), Prefix: d.cfg.KeyPrefix, Key: d.objectKey(idx)}.AppendJSON(b)
 	}, nil)
 	if op.Code == protocol.NotFound && !op.Indefinite {
 		op.Code, op.Err = "", ""
@@ -352,10 +389,11 @@ func (d *driver) delete(ctx context.Context, worker, idx int, setup bool) Op {
 	return op
 }
 
-// call sends op's request, built with the request's context member, and decodes the
-// reply into out (nil: the body is not needed). It fills op's times, instance and
-// error. The times include encoding and decoding, as a typed client's caller sees them.
-func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestContext) any, out any) {
+// call sends op's request, which build appends with the request's context member as
+// the typed clients do, and decodes the reply into out (nil: the body is not needed).
+// It fills op's times, instance and error. The times include encoding and decoding, as
+// a typed client's caller sees them.
+func (d *driver) call(ctx context.Context, op *Op, build func(b []byte, rc protocol.RequestContext) ([]byte, error), out any) {
 	service := protocol.ObjectStorage
 	if d.isKV() {
 		service = protocol.KeyValue
@@ -364,7 +402,7 @@ func (d *driver) call(ctx context.Context, op *Op, build func(*protocol.RequestC
 	defer cancel()
 	op.Invoke = time.Now()
 	defer func() { op.Complete = time.Now() }()
-	body, err := protocol.EncodeRequest(build(requestContext(cctx)))
+	body, err := build(make([]byte, 0, requestSize), requestContext(cctx))
 	if err != nil {
 		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
 		return
@@ -440,7 +478,7 @@ func (d *driver) checkPayload() error {
 	kind := protocol.OpSet
 	if !d.isKV() {
 		kind = protocol.OpPutObject
-		req = protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: objectKey(d.cfg.Keys - 1), Content: value}
+		req = protocol.PutObjectRequest{Ctx: protocol.Ctx{Context: rc}, Prefix: d.cfg.KeyPrefix, Key: d.objectKey(d.cfg.Keys - 1), Content: value}
 	}
 	body, err := protocol.EncodeRequest(req)
 	if err != nil {
@@ -453,15 +491,18 @@ func (d *driver) checkPayload() error {
 	return nil
 }
 
-// requestContext is the request's "context" member: the time left before ctx's
-// deadline, as the typed clients send it.
-func requestContext(ctx context.Context) *protocol.RequestContext {
+// requestContext is the request's "context" member (zero: none): the time left before
+// ctx's deadline, as the typed clients send it.
+func requestContext(ctx context.Context) protocol.RequestContext {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		return nil
+		return protocol.RequestContext{}
 	}
-	return &protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
+	return protocol.RequestContext{TimeoutMS: max(1, time.Until(deadline).Milliseconds())}
 }
+
+// requestSize is the first capacity of a request body, as the typed clients size it.
+const requestSize = 128
 
 // tagLen is the length of a value's tag.
 const tagLen = 16

@@ -447,3 +447,21 @@ func TestMayHaveRun(t *testing.T) {
 		t.Errorf("a foreign error gave %+v, want INTERNAL of unknown outcome", op)
 	}
 }
+
+// The key space named up front names every key as a driver without it does, and one
+// over namedKeys is named per call.
+func TestKeySpaceNamesKeysAsPerCall(t *testing.T) {
+	named := &driver{cfg: Config{KeyPrefix: "bench-x", Keys: 300}, keys: keySpace("bench-x", 300)}
+	perCall := &driver{cfg: Config{KeyPrefix: "bench-x", Keys: 300}}
+	for _, idx := range []int{0, 7, 299} {
+		if named.key(idx) != perCall.key(idx) || named.objectKey(idx) != perCall.objectKey(idx) {
+			t.Fatalf("key %d: named %q / %q, per call %q / %q", idx, named.key(idx), named.objectKey(idx), perCall.key(idx), perCall.objectKey(idx))
+		}
+	}
+	if got := named.key(299); got != "bench-x/299" {
+		t.Fatalf("key 299 is %q", got)
+	}
+	if keySpace("p", namedKeys+1) != nil {
+		t.Fatal("a key space over namedKeys was named up front")
+	}
+}
