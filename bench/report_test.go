@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,39 @@ func TestCompare(t *testing.T) {
 	}
 	if z := Compare(&Report{}, eng); z.Throughput != 0 || !strings.Contains(z.String(), "n/a") {
 		t.Errorf("against an empty raw report: %v", z)
+	}
+}
+
+// Rounds sum up to each ratio's median and range; an even count's median is the mean
+// of the middle two.
+func TestSummarizeRounds(t *testing.T) {
+	cs := []Comparison{
+		{Against: "header echo", Throughput: 0.9, P50: 1.2, P99: 1.5, RawThroughput: 100, EngineThroughput: 90},
+		{Against: "header echo", Throughput: 1.1, P50: 1.0, P99: 1.1, RawThroughput: 90, EngineThroughput: 99},
+		{Against: "header echo", Throughput: 0.95, P50: 0.9, P99: 2.0, RawThroughput: 80, EngineThroughput: 76},
+	}
+	r := SummarizeRounds(cs)
+	if r.Rounds != 3 || r.Against != "header echo" || r.Throughput != (Spread{Median: 0.95, Min: 0.9, Max: 1.1}) ||
+		r.P50 != (Spread{Median: 1.0, Min: 0.9, Max: 1.2}) || r.RawThroughput.Median != 90 || r.EngineThroughput.Median != 90 {
+		t.Fatalf("%+v", r)
+	}
+	if got := SummarizeRounds(cs[:2]).Throughput.Median; got != 1.0 {
+		t.Fatalf("median of two: %v, want 1.0", got)
+	}
+	want := "engine/header echo over 3 rounds, median (range): throughput 0.95x (0.90x-1.10x) (90 vs 90 ops/s), p50 1.00x (0.90x-1.20x), p99 1.50x (1.10x-2.00x)"
+	if got := r.String(); got != want {
+		t.Fatalf("String:\n got %s\nwant %s", got, want)
+	}
+	if (SummarizeRounds(nil) != Rounds{}) {
+		t.Fatal("no rounds must sum up to nothing")
+	}
+}
+
+// Each round runs the phases in the reverse order of the one before.
+func TestRoundOrderAlternates(t *testing.T) {
+	first, second := RoundOrder(0), RoundOrder(1)
+	if !slices.Equal(first, []Phase{PhaseEcho, PhaseHeaderEcho, PhaseEngine}) ||
+		!slices.Equal(second, []Phase{PhaseEngine, PhaseHeaderEcho, PhaseEcho}) || !slices.Equal(RoundOrder(2), first) {
+		t.Fatalf("orders %v, %v, %v", first, second, RoundOrder(2))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/client"
@@ -18,6 +17,7 @@ const benchInstance = "0123456789abcdef0123456789abcdef"
 func (c *cli) benchCommand() *cobra.Command {
 	var natsURL, jsonPath string
 	var raw bool
+	rounds := 1
 	cfg := bench.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -28,8 +28,12 @@ percentiles. With --raw it first measures plain NATS request/reply with the same
 concurrency and payload, twice, against an echo served as a NATS micro endpoint like
 the engine's: a bare echo, and one that stamps the Abi-Engine-Instance header on every
 reply (the work the protocol requires of any responder); it prints the engine's ratio
-to each, so the engine's figures can be read against the broker's.`,
+to each, so the engine's figures can be read against the broker's. With --rounds N
+the runs are repeated N times, interleaved (each round reverses the order of the one
+before), and the medians and ranges of the ratios are printed last: on a shared
+machine one pair of runs can differ by more than what it is meant to show.`,
 		Example: `  abi-engine bench --duration 10s --concurrency 16
+  abi-engine bench --raw --workload get --rounds 5 --duration 3s --concurrency 128
   abi-engine bench --service object_storage --workload put-get --payload 65536 --json report.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,71 +43,44 @@ to each, so the engine's figures can be read against the broker's.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError(&flagError{err})
 			}
-			b, err := c.brokerFor(cmd, natsURL)
+			if rounds < 1 {
+				return usageError(&flagError{fmt.Errorf("--rounds %d must be at least 1", rounds)})
+			}
+			br, err := c.brokerFor(cmd, natsURL)
 			if err != nil {
 				return err
 			}
-			nc, err := connect(b, "abi-engine bench")
+			nc, err := connect(br, "abi-engine bench")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			var rawReports []*bench.Report
-			if raw {
-				// The echo answers on a connection of its own, so requests and replies
-				// cross the broker between two connections as they do with an engine.
-				rc, err := connect(b, "abi-engine bench echo")
-				if err != nil {
-					return err
-				}
-				defer rc.Close()
-				for _, run := range []struct {
-					title string
-					opts  []bench.Option
-				}{
-					{"raw NATS request/reply:", nil},
-					{"raw NATS request/reply, the reply stamped with the instance header:", []bench.Option{bench.WithInstanceHeader(benchInstance)}},
-				} {
-					fmt.Fprintln(c.stderr, run.title)
-					opts := append([]bench.Option{bench.WithResponderConn(rc), bench.WithoutHistory(), bench.Progress(c.stderr, time.Second)}, run.opts...)
-					rep, err := bench.RawNATS(ctx, nc, cfg, opts...)
-					if err != nil {
-						return runtimeError(err)
-					}
-					if err := rep.Table(c.stdout); err != nil {
-						return runtimeError(err)
-					}
-					rawReports = append(rawReports, rep)
-				}
-			}
 			tr, err := client.NewTransport(nc, client.WithDefaultTimeout(cfg.Timeout))
 			if err != nil {
 				return runtimeError(err)
 			}
-			fmt.Fprintf(c.stderr, "abi-engine %s %s:\n", cfg.Service, cfg.Workload)
-			rep, err := bench.Run(ctx, tr, cfg, bench.WithoutHistory(), bench.Progress(c.stderr, time.Second))
-			if err != nil && rep == nil {
-				return runtimeError(err)
+			b := benchRounds{c: c, cfg: cfg, nc: nc, tr: tr, rounds: rounds}
+			if raw {
+				// The echo answers on a connection of its own, so requests and replies
+				// cross the broker between two connections as they do with an engine.
+				rc, err := connect(br, "abi-engine bench echo")
+				if err != nil {
+					return err
+				}
+				defer rc.Close()
+				b.echoConn = rc
 			}
-			if terr := rep.Table(c.stdout); terr != nil {
-				return runtimeError(terr)
-			}
-			for _, r := range rawReports {
-				fmt.Fprintln(c.stdout, bench.Compare(r, rep))
+			last, err := b.run(ctx)
+			if err != nil {
+				return err
 			}
 			if jsonPath != "" {
-				if werr := writeJSONFile(jsonPath, rep.WriteJSON); werr != nil {
+				if werr := writeJSONFile(jsonPath, last.WriteJSON); werr != nil {
 					return runtimeError(werr)
 				}
 			}
-			if err != nil {
-				return runtimeError(err)
-			}
-			if rep.Errors > 0 || rep.Mismatches > 0 {
-				return runtimeError(fmt.Errorf("%d calls failed and %d reads did not return what was written", rep.Errors, rep.Mismatches))
-			}
-			return nil
+			return b.failures()
 		},
 	}
 	f := cmd.Flags()
@@ -117,7 +94,8 @@ to each, so the engine's figures can be read against the broker's.`,
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "size of the key space")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on every call, retries included")
 	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first (a bare echo and one stamping the instance header), for comparison")
-	f.StringVar(&jsonPath, "json", "", "write the JSON report to this file")
+	f.IntVar(&rounds, "rounds", rounds, "repeat the runs this many times, interleaved, and print the medians and ranges of the ratios (with --raw)")
+	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file")
 	return cmd
 }
 

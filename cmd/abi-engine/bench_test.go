@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,27 @@ func TestBenchAgainstAServingEngine(t *testing.T) {
 	if rep.Ops < 200 || rep.Mismatches != 0 {
 		t.Fatalf("report: %+v", rep)
 	}
+}
+
+// With --rounds the runs repeat, interleaved, and the medians and ranges of both
+// ratios come last.
+func TestBenchRoundsPrintTheMedians(t *testing.T) {
+	srv := natstest.Start(t)
+	servingEngine(t, srv.URL())
+	r := runCLI(t, nil, "bench", "--nats", srv.URL(), "--workload", "get", "--count", "100", "--concurrency", "4", "--raw", "--rounds", "3")
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "engine/raw NATS over 3 rounds, median (range): throughput ",
+		"engine/header echo over 3 rounds, median (range): throughput ")
+	wantContains(t, "stderr", r.stderr, "round 1 of 3:", "round 3 of 3:")
+	if n := strings.Count(r.stdout, "abi-engine keyvalue get: "); n != 3 {
+		t.Fatalf("%d engine runs printed, want 3:\n%s", n, r.stdout)
+	}
+	// The second round runs the engine first (RoundOrder).
+	second := r.stdout[strings.Index(r.stdout, "engine/header echo: throughput"):]
+	if e, h := strings.Index(second, "abi-engine keyvalue get: "), strings.Index(second, "raw NATS request/reply: "); e < 0 || h < 0 || e > h {
+		t.Fatalf("the second round did not start with the engine:\n%s", r.stdout)
+	}
+	wantCode(t, runCLI(t, nil, "bench", "--rounds", "0", "--nats", srv.URL()), exitUsage)
 }
 
 func TestBenchAndChaosUsage(t *testing.T) {
