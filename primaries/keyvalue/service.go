@@ -12,8 +12,8 @@ import (
 // negative TTLs are INVALID_ARGUMENT errors that say what was wrong.
 func Service(store Store) primaries.Service {
 	h := handler{store: store}
-	if _, ok := store.(SharedReader); ok {
-		h.read = func(ctx context.Context, key string) ([]byte, bool, error) { return GetShared(ctx, store, key) }
+	if r, ok := store.(SharedReader); ok {
+		h.read = r.GetShared
 	} else {
 		h.read = store.Get
 	}
