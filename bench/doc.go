@@ -4,8 +4,8 @@
 // Run starts Config.Concurrency workers against a running engine's keyvalue or
 // object_storage service. They stop after Config.Count operations, after
 // Config.Duration, when a StopOn channel closes, or when ctx ends, whichever comes first.
-// Workers issue every call through client.Transport.Request with the protocol's payload
-// structs and decode the replies themselves, so each operation's record names the
+// Workers issue every call through client.Transport.Call with the protocol's payload
+// structs, appended as the typed clients append them, and decode the replies themselves, so each operation's record names the
 // engine instance that answered it (header Abi-Engine-Instance). Like the typed clients,
 // a call that reached nobody is resent within the Transport's retry window. A handover
 // therefore shows up as slower calls, not as errors.
@@ -46,7 +46,8 @@
 // the engine's services are, that stamps the instance header when asked
 // (WithInstanceHeader), as the protocol requires of any responder. That gives
 // docs/performance.md a baseline from the same run, and Compare turns the two reports
-// into a ratio line.
+// into a ratio line. Over several rounds of such runs (RoundOrder alternates their
+// order), SummarizeRounds gives each ratio's median and range.
 //
 // Usage:
 //

@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Spread is the median of a figure over rounds, with its range.
@@ -62,11 +61,9 @@ func SummarizeRounds(cs []Comparison) Rounds {
 // throughput 0.96x (0.91x-0.99x) (41233 vs 43012 ops/s), p50 1.02x (0.98x-1.10x), p99
 // 1.10x (1.01x-1.31x)".
 func (r Rounds) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "engine/%s over %d rounds, median (range): throughput %s (%.0f vs %.0f ops/s), p50 %s, p99 %s",
+	return fmt.Sprintf("engine/%s over %d rounds, median (range): throughput %s (%.0f vs %.0f ops/s), p50 %s, p99 %s",
 		r.Against, r.Rounds, fmtSpread(r.Throughput), r.EngineThroughput.Median, r.RawThroughput.Median,
 		fmtSpread(r.P50), fmtSpread(r.P99))
-	return b.String()
 }
 
 func fmtSpread(s Spread) string {
