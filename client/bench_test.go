@@ -99,3 +99,56 @@ func requesters(b *testing.B, call func() error) {
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
 }
+
+// BenchmarkGetOverhead is the SDK's own CPU per KeyValue.Get, with no broker: the
+// connection answers at once with the reply an engine sends (the instance header, a
+// 64-byte value). What BenchmarkGet measures is mostly nats.go and the broker; this is
+// the part the SDK can change (encoding, the retry logic, decoding), without their
+// noise. "deadline" is the common caller, whose context has one; "background" gets the
+// transport's default timeout.
+func BenchmarkGetOverhead(b *testing.B) {
+	body := protocol.KVGetReply{Found: true, Value: make([]byte, 64)}.AppendJSON(nil)
+	reply := &nats.Msg{Header: nats.Header{protocol.HeaderInstance: []string{"0123456789abcdef0123456789abcdef"}}, Data: body}
+	tr, err := newTransport(answeringConn{reply: reply})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv := NewKeyValue(tr)
+	get := func(b *testing.B, ctx context.Context) {
+		if _, found, err := kv.Get(ctx, "bench-0123456789/42"); err != nil || !found {
+			b.Fatalf("get: found %v, %v", found, err)
+		}
+	}
+	b.Run("deadline", func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		b.ReportAllocs()
+		for b.Loop() {
+			get(b, ctx)
+		}
+	})
+	b.Run("background", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			get(b, context.Background())
+		}
+	})
+}
+
+// answeringConn is a conn whose every request is answered with reply at once; unlike
+// scripted (retry_test.go) it records nothing, so it costs a benchmark nothing.
+type answeringConn struct{ reply *nats.Msg }
+
+func (c answeringConn) RequestMsgWithContext(context.Context, *nats.Msg) (*nats.Msg, error) {
+	return c.reply, nil
+}
+
+func (c answeringConn) RequestMsg(*nats.Msg, time.Duration) (*nats.Msg, error) { return c.reply, nil }
+
+func (c answeringConn) RequestWithContext(context.Context, string, []byte) (*nats.Msg, error) {
+	return c.reply, nil
+}
+
+func (c answeringConn) Request(string, []byte, time.Duration) (*nats.Msg, error) { return c.reply, nil }
+
+func (c answeringConn) MaxPayload() int64 { return 1 << 20 }

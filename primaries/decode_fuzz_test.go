@@ -23,6 +23,7 @@ var decodeSeeds = []string{
 	`{"ttl_seconds":-0}`, `{"ttl_seconds":1e400}`, `{"context":{"timeout_ms":123456789012345678901}}`,
 	`{"context":null,"key":null,"value":null}`, `null`, `[]`, `{}`, `{"key":"a"} x`, "{\"key\":\"\xff\"}",
 	`{"key":"a","x":{"KEY":1}}`, `{"context":{"timeout_ms":01}}`, `{"value":"aGk"}`,
+	`{"key":"a","value":"aG\nk="}`, "{\"key\":\"a\",\"value\":\"aG\nk=\"}", `{"key":"a","value":"aGk\"="}`,
 }
 
 // FuzzDecodeRequest holds the fast path and the strict decoder to encoding/json: what

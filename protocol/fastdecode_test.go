@@ -18,6 +18,10 @@ func FuzzDecodeReply(f *testing.F) {
 		`{"Found":true}`, `{"found":true,"found":false}`, `{"value":"aGk"}`, `{"value":nul}`,
 		`{"error":{"code":"NOT_FOUND"}}`, `{"overflow":{"id":"x"}}`, `null`, `{}`, `[]`, `{"set":true}x`,
 		`{"modified_at":"\u00e9"}`, "{\"modified_at\":\"\xff\"}", `{"size":0123}`,
+		// base64 corners: escapes encoding/json undoes (base64 skips a newline), raw
+		// newlines it refuses, an escaped quote, bytes outside the alphabet.
+		`{"value":"aG\nk="}`, "{\"value\":\"aG\nk=\"}", "{\"value\":\"aG\rk=\"}", `{"value":"a\/8="}`,
+		`{"value":"aGk\"="}`, "{\"value\":\"aG\tk=\"}", "{\"value\":\"aG\xffk=\"}", `{"value":"aGk=`,
 	} {
 		f.Add([]byte(s))
 	}
