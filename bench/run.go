@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/bufpool"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -48,8 +49,8 @@ func Run(ctx context.Context, tr *client.Transport, cfg Config, opts ...Option) 
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "bench-" + randomID()
 	}
-	d := &driver{tr: tr, cfg: cfg, rec: o.recorder, pad: filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes),
-		keys: keySpace(cfg.KeyPrefix, cfg.Keys)}
+	d := newDriver(tr, cfg)
+	d.rec, d.pad, d.keys = o.recorder, filler(workerRand(cfg.Seed, -1), cfg.PayloadBytes), keySpace(cfg.KeyPrefix, cfg.Keys)
 	if err := d.checkPayload(); err != nil {
 		return nil, err
 	}
@@ -84,7 +85,17 @@ type driver struct {
 	pad []byte
 	// keys names the key space (keySpace); a driver without it names keys per call.
 	keys []keyName
+	// bodies holds request buffers for reuse (newDriver).
+	bodies *bufpool.Pool
 }
+
+// newDriver is a driver of cfg's calls through tr.
+func newDriver(tr *client.Transport, cfg Config) *driver {
+	return &driver{tr: tr, cfg: cfg, bodies: &bufpool.Pool{Size: requestSize, Max: maxPooledBody}}
+}
+
+// maxPooledBody is the largest request buffer kept for reuse (a set's, with its value).
+const maxPooledBody = 64 << 10
 
 // work is one worker of the measured run.
 func (d *driver) work(id int, l *loop) {
@@ -324,7 +335,7 @@ func (d *driver) set(ctx context.Context, worker int, key string, value []byte) 
 // does, and returns its record (worker is its Op.Worker). The chaos harness sends the
 // calls of its own a scenario needs with it, so they are recorded as the traffic is.
 func Set(ctx context.Context, tr *client.Transport, worker int, key string, value []byte, timeout time.Duration) Op {
-	d := &driver{tr: tr, cfg: Config{Service: protocol.KeyValue, Timeout: timeout}}
+	d := newDriver(tr, Config{Service: protocol.KeyValue, Timeout: timeout})
 	return d.set(ctx, worker, key, value)
 }
 
@@ -402,13 +413,16 @@ func (d *driver) call(ctx context.Context, op *Op, build func(b []byte, rc proto
 	defer cancel()
 	op.Invoke = time.Now()
 	defer func() { op.Complete = time.Now() }()
-	body, err := build(make([]byte, 0, requestSize), requestContext(cctx))
+	// As a typed client builds it, in a buffer reused once Call has returned.
+	buf := d.bodies.Get()
+	body, err := build(*buf, requestContext(cctx))
 	if err != nil {
 		op.Code, op.Err = protocol.InvalidArgument, fmt.Sprintf("encode %s request for %q: %v", op.Kind, op.Key, err)
 		return
 	}
 	// As a typed client sends it: Call asks for a parked reply where one may be needed.
 	reply, err := d.tr.Call(cctx, service, op.Kind, body)
+	d.bodies.Put(buf, body)
 	if err != nil {
 		failure(op, err)
 		op.Interrupted = ctx.Err() != nil

@@ -229,7 +229,8 @@ func TestRunObjectGet(t *testing.T) {
 	cfg.Cleanup = false
 	cfg.KeyPrefix = "p"
 	// A missing object is NOT_FOUND on the wire and Found false in the history.
-	d := &driver{tr: f.tr, cfg: cfg, rec: NewRecorder(true)}
+	d := newDriver(f.tr, cfg)
+	d.rec = NewRecorder(true)
 	op := d.read(t.Context(), 0, 3, false)
 	if op.Failed() || op.Found || op.Instance != "obj" {
 		t.Fatalf("get of a missing object: %+v, want Found false without an error, from obj", op)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/abi-engine/engine/internal/bufpool"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -42,6 +43,9 @@ type Transport struct {
 	// (overflowHeader, overflowFor), made once: nothing writes to a request's headers (a
 	// trace is injected into a copy).
 	overflow nats.Header
+	// bodies holds the typed calls' request buffers for reuse, so a busy client
+	// allocates none (TestConcurrentCallsShareNoRequestBuffer).
+	bodies *bufpool.Pool
 }
 
 // Option configures a Transport.
@@ -68,7 +72,7 @@ func NewTransport(nc *nats.Conn, opts ...Option) (*Transport, error) {
 
 func newTransport(c conn, opts ...Option) (*Transport, error) {
 	t := &Transport{conn: c, policy: DefaultRetryPolicy(), timeout: DefaultTimeout, maxTransfer: DefaultMaxTransferBytes,
-		overflow: overflowHeader()}
+		overflow: overflowHeader(), bodies: &bufpool.Pool{Size: requestSize, Max: maxPooledBody}}
 	for _, opt := range opts {
 		opt(t)
 	}
@@ -348,14 +352,21 @@ func (t *Transport) call(ctx context.Context, service, op string, build requestB
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	subject := protocol.ServiceSubject(service, op)
-	body, err := build(make([]byte, 0, requestSize), contextMember(ctx))
+	buf := t.bodies.Get()
+	body, err := build(*buf, contextMember(ctx))
 	if err != nil {
 		t.counters.calls.Add(1)
 		return t.failed(&CallError{Subject: subject, Err: protocol.Errorf(protocol.InvalidArgument, "encode request: %v", err), Cause: err})
 	}
 	header, onDemand := t.overflowFor(service, op)
-	return t.send(ctx, subject, body, header, onDemand, out)
+	err = t.send(ctx, subject, body, header, onDemand, out)
+	t.bodies.Put(buf, body)
+	return err
 }
+
+// maxPooledBody is the largest request buffer kept for reuse; a large write's is left
+// to the collector.
+const maxPooledBody = 4 << 10
 
 // overflowFor is how a typed call of service.op asks for a reply too large for one
 // message (protocol.ReplyMayOverflow), so that a reply of any size arrives: with the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -518,4 +519,33 @@ func TestOverflowHeaderOnlyWhereAReplyMayOverflow(t *testing.T) {
 			t.Errorf("%s carried %s: %v, want %v", c.op, protocol.HeaderOverflow, got, c.want)
 		}
 	}
+}
+
+// TestConcurrentCallsShareNoRequestBuffer: typed calls reuse their request buffers
+// (Transport.bodies), so calls at once must never share one: every set and get of many
+// goroutines reaches the engine with its own key and value.
+func TestConcurrentCallsShareNoRequestBuffer(t *testing.T) {
+	cn, en := broker(t)
+	startMemEngine(t, en)
+	kv := NewKeyValue(transport(t, cn))
+	ctx := withTimeout(t, 30*time.Second)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 50 {
+				key := fmt.Sprintf("g%d/k%d", g, i)
+				value := []byte(strings.Repeat(key, i+1)) // bodies of many sizes
+				if err := kv.Set(ctx, key, value, 0); err != nil {
+					t.Errorf("set %s: %v", key, err)
+					return
+				}
+				got, found, err := kv.Get(ctx, key)
+				if err != nil || !found || !bytes.Equal(got, value) {
+					t.Errorf("get %s = %.40q, %v, %v; want what was set", key, got, found, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
