@@ -343,7 +343,9 @@ func contextMember(ctx context.Context) protocol.RequestContext {
 
 // requestBuilder appends a request body to b, with rc as its context member
 // (protocol.CtxOf(&rc)): the typed calls append their request without reflection,
-// and with rc and the request on their stacks.
+// and with rc and the request on their stacks. The body it returns (b grown, or new
+// memory) is the transport's to reuse once the call returns, so it must not share
+// memory with anything else, a caller's value above all.
 type requestBuilder func(b []byte, rc protocol.RequestContext) ([]byte, error)
 
 // call sends the JSON request that build makes to service.operation and decodes the
