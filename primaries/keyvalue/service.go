@@ -12,11 +12,6 @@ import (
 // negative TTLs are INVALID_ARGUMENT errors that say what was wrong.
 func Service(store Store) primaries.Service {
 	h := handler{store: store}
-	if r, ok := store.(SharedReader); ok {
-		h.read = r.GetShared
-	} else {
-		h.read = store.Get
-	}
 	return primaries.Service{
 		Name:        protocol.KeyValue,
 		Description: "abi-engine keyvalue: byte values under UTF-8 keys, with optional TTL",
@@ -31,18 +26,14 @@ func Service(store Store) primaries.Service {
 	}
 }
 
-type handler struct {
-	store Store
-	// read is the get's read: the store's shared read where it has one, since the
-	// value is only encoded into the reply.
-	read func(ctx context.Context, key string) ([]byte, bool, error)
-}
+type handler struct{ store Store }
 
 func (h handler) get(ctx context.Context, r *protocol.KVKeyRequest) (protocol.KVGetReply, error) {
 	if err := CheckKey(r.Key); err != nil {
 		return protocol.KVGetReply{}, err
 	}
-	v, found, err := h.read(ctx, r.Key)
+	// The store's shared read where it has one: the value is only encoded into the reply.
+	v, found, err := GetShared(ctx, h.store, r.Key)
 	if found && v == nil {
 		v = []byte{} // found with an empty value travels as "", not null
 	}
