@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // readyTimeout bounds how long a server may take to accept connections.
@@ -138,7 +140,8 @@ type Cluster struct {
 }
 
 // StartCluster starts a 3-node JetStream cluster with each node's store under dir and
-// waits until ctx ends for it to be ready (WaitReady).
+// waits until ctx ends for it to be ready (WaitReady) and able to place a 3-replica
+// stream.
 func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 	const n = 3
 	ports, err := freePorts(n)
@@ -172,7 +175,51 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	if err := c.waitPlaceable(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// probeStream is the replicated stream StartCluster creates and deletes to learn that
+// the cluster can place one.
+const probeStream = "ABI_BROKER_PROBE"
+
+// waitPlaceable waits until the cluster can place a 3-replica stream. A fresh cluster
+// reports a healthy meta leader before that leader has heard every peer's first
+// statistics, and until it has, it refuses placement with "no suitable peers for
+// placement, peer offline" (nats-server selectPeerGroup): a test or scenario that
+// creates an R3 bucket right away would fail on a cluster that is only slow to settle.
+func (c *Cluster) waitPlaceable(ctx context.Context) error {
+	nc, err := nats.Connect("", nats.InProcessServer(c.Nodes[0].Raw()))
+	if err != nil {
+		return fmt.Errorf("cluster probe: connect: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("cluster probe: %w", err)
+	}
+	cfg := jetstream.StreamConfig{Name: probeStream, Subjects: []string{"$ABI.broker.probe"},
+		Replicas: 3, Storage: jetstream.MemoryStorage}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := js.CreateStream(ctx, cfg)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster cannot place a replicated stream: %w", err)
+		case <-tick.C:
+		}
+	}
+	if err := js.DeleteStream(ctx, probeStream); err != nil {
+		return fmt.Errorf("cluster probe: delete %s: %w", probeStream, err)
+	}
+	return nil
 }
 
 // freePorts picks ports for the cluster routes, which must be known before any node
