@@ -5,10 +5,11 @@
 // object_storage service. They stop after Config.Count operations, after
 // Config.Duration, when a StopOn channel closes, or when ctx ends, whichever comes first.
 // Workers issue every call through client.Transport.Call with the protocol's payload
-// structs, appended as the typed clients append them, and decode the replies themselves, so each operation's record names the
-// engine instance that answered it (header Abi-Engine-Instance). Like the typed clients,
-// a call that reached nobody is resent within the Transport's retry window. A handover
-// therefore shows up as slower calls, not as errors.
+// structs, appended as the typed clients append them, and decode the replies
+// themselves, so each operation's record names the engine instance that answered it
+// (header Abi-Engine-Instance). Like the typed clients, a call that reached nobody is
+// resent within the Transport's retry window. A handover therefore shows up as slower
+// calls, not as errors.
 //
 // Workloads (Config.Workload):
 //
