@@ -1,0 +1,90 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	engine "github.com/abi-engine/engine"
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testwait"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// TestAJobThatIgnoresItsContextKeepsTheLease is issue 26's finding 9 on jobs: a run
+// that ignores its context past drain_seconds is cancelled at the drain deadline, and
+// the engine keeps the lease (renewing it) until the run returns, so the standby starts
+// the job only after the old run has ended. Before the fix the release went ahead at
+// the deadline and the new holder ran the job beside the old run.
+func TestAJobThatIgnoresItsContextKeepsTheLease(t *testing.T) {
+	srv := natstest.Start(t)
+	var aRunning atomic.Bool
+	aStarted, release := make(chan struct{}, 1), make(chan struct{})
+	ends := sync.OnceFunc(func() { close(release) })
+	defer ends() // a failed test lets the run return, so the engine can end
+	stubborn := engine.Job{Name: "sweep", Schedule: engine.Every(20 * time.Millisecond), Run: func(context.Context) error {
+		aRunning.Store(true)
+		defer aRunning.Store(false)
+		select {
+		case aStarted <- struct{}{}:
+		default:
+		}
+		<-release // ignores its context on purpose
+		return nil
+	}}
+	var overlaps atomic.Int64
+	bRan := make(chan struct{}, 1)
+	polite := engine.Job{Name: "sweep", Schedule: engine.Every(20 * time.Millisecond), Run: func(context.Context) error {
+		if aRunning.Load() {
+			overlaps.Add(1)
+		}
+		select {
+		case bRan <- struct{}{}:
+		default:
+		}
+		return nil
+	}}
+	ca := cfg(t, srv.URL(), "serve", "v1", "jetstream")
+	ca.NATS.Engine.DrainSeconds = 1
+	core, logs := observer.New(zap.WarnLevel)
+	a := newEngine(t, ca, engine.WithJob(stubborn), engine.WithLogger(zap.New(core)))
+	load(t, a)
+	b := newEngine(t, cfg(t, srv.URL(), "serve", "v2", "jetstream"), engine.WithJob(polite))
+	load(t, b)
+	testwait.Recv(t, aStarted, 10*time.Second, "the old engine's run")
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		shut <- a.Shutdown(ctx)
+	}()
+	// Either the old engine says it keeps the lease for the run (the fix), or the new
+	// holder runs the job (the bug).
+	held := func() bool { return logs.FilterMessageSnippet("keeps the lease until it returns").Len() > 0 }
+	testwait.For(t, 15*time.Second, "the old engine keeping the lease for its run, or the new one running the job",
+		func() bool { return held() || len(bRan) > 0 })
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("the new holder ran the job %d times while the old engine's run was still going", n)
+	}
+	if h := leaseRecord(t, srv.URL()).Holder.InstanceID; h != a.InstanceID() {
+		t.Fatalf("the lease is held by %q while the old engine's run goes on; want the old engine %s", h, a.InstanceID())
+	}
+	if b.State() != engine.StateStandby {
+		t.Fatalf("the standby is %s while the old engine's run goes on", b.State())
+	}
+
+	ends()
+	if err := testwait.Recv(t, shut, 20*time.Second, "the old engine's handover"); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	testwait.For(t, 10*time.Second, "the new engine serving", func() bool { return b.State() == engine.StateServing })
+	testwait.Recv(t, bRan, 10*time.Second, "a run on the new engine")
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("the new holder ran the job %d times while the old engine's run was still going", n)
+	}
+}
+
