@@ -88,3 +88,34 @@ func TestAJobThatIgnoresItsContextKeepsTheLease(t *testing.T) {
 	}
 }
 
+// TestAShutdownCutShortKeepsTheLeaseOfARunningJob: when Shutdown's ctx ends while a
+// job's run still ignores its cancel, the engine ends without releasing the lease: a
+// released lease is taken at once, and the next holder would start the job beside the
+// run. Unreleased, it lapses, and the next holder advances the epoch as it takes it.
+func TestAShutdownCutShortKeepsTheLeaseOfARunningJob(t *testing.T) {
+	srv := natstest.Start(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	ends := sync.OnceFunc(func() { close(release) })
+	defer ends()
+	stubborn := engine.Job{Name: "sweep", Schedule: engine.Every(20 * time.Millisecond), Run: func(context.Context) error {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release // ignores its context on purpose
+		return nil
+	}}
+	c := cfg(t, srv.URL(), "serve", "", "memory")
+	c.NATS.Engine.DrainSeconds = 1
+	a := newEngine(t, c, engine.WithJob(stubborn))
+	load(t, a)
+	testwait.Recv(t, started, 10*time.Second, "the run")
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := a.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown returned no error although its ctx ended with a job's run going on")
+	}
+	if r := leaseRecord(t, srv.URL()); r.Free() || r.Holder.InstanceID != a.InstanceID() {
+		t.Fatalf("after Shutdown with a job's run going on, the lease is %+v; want it left to the old engine (unreleased)", r)
+	}
+}

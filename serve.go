@@ -246,11 +246,17 @@ func (s *servingSet) answerReceived(ctx context.Context) {
 	wg.Wait()
 }
 
+// jobsCloseBound bounds the teardown's wait for job runs, cancelled already: a run that
+// honours its context returns well within it, and one that does not must not use up
+// the teardown bound the ownership's stop needs after it.
+const jobsCloseBound = 2 * time.Second
+
 // closeMembers stops the set's actors and closes their hosts, each bounded by ctx:
 // a primary's actor is poisoned and the primary closed (its calls and role steps
 // waited for); a transfer host closes itself and its actor; the jobs host's actor is
-// poisoned and its runs waited for.
-func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) {
+// poisoned and its runs waited for (jobsCloseBound). It reports whether every job run
+// has returned: while one runs, the lease must not be released.
+func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) (jobsEnded bool) {
 	for i, p := range s.primaries {
 		<-sys.PoisonCtx(ctx, s.primaryPIDs[i]).Done()
 		if err := p.Close(ctx); err != nil {
@@ -264,10 +270,14 @@ func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) {
 	}
 	if s.jobs != nil {
 		<-sys.PoisonCtx(ctx, s.jobsPID).Done()
-		if err := s.jobs.Close(ctx); err != nil {
-			s.log.Warn("closing the jobs", zap.Error(err))
+		jctx, cancel := context.WithTimeout(ctx, jobsCloseBound)
+		defer cancel()
+		if err := s.jobs.Close(jctx); err != nil {
+			s.log.Error("closing the jobs", zap.Error(err))
+			return false
 		}
 	}
+	return true
 }
 
 // close closes the backends, last opened first.
