@@ -37,8 +37,9 @@ type servingSet struct {
 	jobs        *actors.JobsHost
 	jobsPID     *actor.PID
 	transfers   []*sessions.TransferHost
-	health      []*backendHealth // one per backend
-	closers     []func() error   // backends, in the order they were opened
+	health      []*backendHealth    // one per backend
+	closers     []func() error      // backends, in the order they were opened
+	ids         map[string]identity // how each kernel service's backend names its store (storeproof.go)
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -65,6 +66,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
+	set.ids = storeIdentities(e.cfg, kv)
+	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(healthyKeyValue{Store: kv, h: kvHealth})
 	set.kv = kv
 	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints)
@@ -75,6 +78,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
+	objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
 	objects = e.tracedObjectStorage(healthyObjectStorage{Store: objects, h: objHealth})
 	set.objects = objects
 
