@@ -2,14 +2,20 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	engine "github.com/abi-engine/engine"
+	"github.com/abi-engine/engine/examples/counter"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/testwait"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -117,5 +123,95 @@ func TestAShutdownCutShortKeepsTheLeaseOfARunningJob(t *testing.T) {
 	}
 	if r := leaseRecord(t, srv.URL()); r.Free() || r.Holder.InstanceID != a.InstanceID() {
 		t.Fatalf("after Shutdown with a job's run going on, the lease is %+v; want it left to the old engine (unreleased)", r)
+	}
+}
+
+// TestAFencedJobsWritesAreRefusedByTheEpoch: at a fence the lease can be taken over
+// while a run that ignores its cancel goes on, so the run's writes are what is fenced:
+// its ctx carries the epoch it started under (CallEpoch), the successor advances the
+// epoch before its own runs, and a store that checks the epoch (examples/counter's)
+// refuses the stale run's write. Every increment acknowledged is in the counter.
+func TestAFencedJobsWritesAreRefusedByTheEpoch(t *testing.T) {
+	srv := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := counter.OpenJetStream(ctx, js, "JOB_COUNTERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type started struct {
+		epoch uint64
+		ok    bool
+	}
+	aStarted, release, aWrote := make(chan started, 1), make(chan struct{}), make(chan error, 1)
+	ends := sync.OnceFunc(func() { close(release) })
+	defer ends()
+	var aRuns, acked atomic.Int64
+	stubborn := engine.Job{Name: "count", Schedule: engine.Every(20 * time.Millisecond), Run: func(ctx context.Context) error {
+		n, ok := engine.CallEpoch(ctx)
+		if aRuns.Add(1) > 1 {
+			return nil
+		}
+		aStarted <- started{n, ok}
+		<-release // ignores its context on purpose
+		_, err := store.Incr(context.Background(), "c", 1, n)
+		aWrote <- err
+		if err == nil {
+			acked.Add(1)
+		}
+		return err
+	}}
+	bRan := make(chan struct{}, 1)
+	polite := engine.Job{Name: "count", Schedule: engine.Every(20 * time.Millisecond), Run: func(ctx context.Context) error {
+		n, _ := engine.CallEpoch(ctx)
+		if _, err := store.Incr(ctx, "c", 1, n); err != nil {
+			return err
+		}
+		acked.Add(1)
+		select {
+		case bRan <- struct{}{}:
+		default:
+		}
+		return nil
+	}}
+	a := newEngine(t, cfg(t, srv.URL(), "serve", "v1", "jetstream"), engine.WithJob(stubborn))
+	load(t, a)
+	b := newEngine(t, cfg(t, srv.URL(), "serve", "v2", "jetstream"), engine.WithJob(polite))
+	load(t, b)
+	got := testwait.Recv(t, aStarted, 10*time.Second, "the old engine's run")
+	if !got.ok || got.epoch == 0 || got.epoch != a.Epoch() {
+		t.Fatalf("a job's CallEpoch = %d, %v; want the engine's epoch %d", got.epoch, got.ok, a.Epoch())
+	}
+
+	// Another engine's value on the key: the holder is evicted, reads it, and has lost;
+	// its run goes on. That engine never renews, so the standby takes over a lease later.
+	leases, err := jetstreamstore.Open(ctx, natstest.Connect(t, srv.URL()), jetstreamstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := lease.ThisProcess(strings.Repeat("e", 32), "test", "vgone", time.Now())
+	if _, err := leases.Put(ctx, gone.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Closed(t, a.Done(), 20*time.Second, "the evicted engine has ended")
+	testwait.Recv(t, bRan, 20*time.Second, "a run on the new holder")
+	if b.Epoch() <= got.epoch {
+		t.Fatalf("the new holder serves under epoch %d, not above the old run's %d", b.Epoch(), got.epoch)
+	}
+	ends()
+	if err := testwait.Recv(t, aWrote, 10*time.Second, "the old run's write"); !errors.Is(err, counter.ErrStale) {
+		t.Fatalf("the old run's write under epoch %d after a takeover at %d: %v; want it refused (counter.ErrStale)", got.epoch, b.Epoch(), err)
+	}
+	ctxB, cancelB := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelB()
+	if err := b.Shutdown(ctxB); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := store.Get(ctx, "c"); err != nil || v != acked.Load() {
+		t.Fatalf("counter = %d (%v); want the %d increments acknowledged", v, err, acked.Load())
 	}
 }
