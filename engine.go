@@ -14,6 +14,7 @@ import (
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/sessions"
@@ -164,7 +165,8 @@ type Engine struct {
 
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
-	leaseConn  *nats.Conn // the lease's own connection (claim), set before loadServing reads it
+	leaseConn  *nats.Conn            // the lease's own connection (claim), set before loadServing reads it
+	leaseStore *jetstreamstore.Store // the lease bucket (claim): the store ids are published there
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
 	root       *actors.Root

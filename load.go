@@ -61,6 +61,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: open the lease: %w", err)
 	}
+	e.leaseStore = store
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)
@@ -128,6 +129,12 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if state == lease.StateStandby {
+		// Before the root exists: a refused standby never serves.
+		if err := e.proveShared(ctx, set.ids); err != nil {
+			return err
+		}
 	}
 	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{
 		Ownership:  e.ownership,

@@ -37,8 +37,9 @@ type servingSet struct {
 	jobs        *actors.JobsHost
 	jobsPID     *actor.PID
 	transfers   []*sessions.TransferHost
-	health      []*backendHealth // one per backend
-	closers     []func() error   // backends, in the order they were opened
+	health      []*backendHealth    // one per backend
+	closers     []func() error      // backends, in the order they were opened
+	ids         map[string]identity // how each kernel service's backend names its store (storeproof.go)
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -65,6 +66,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
+	set.ids = storeIdentities(e.cfg, kv)
+	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(healthyKeyValue{Store: kv, h: kvHealth})
 	set.kv = kv
 	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints)
@@ -75,6 +78,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
+	objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
 	objects = e.tracedObjectStorage(healthyObjectStorage{Store: objects, h: objHealth})
 	set.objects = objects
 
@@ -246,11 +250,17 @@ func (s *servingSet) answerReceived(ctx context.Context) {
 	wg.Wait()
 }
 
+// jobsCloseBound bounds the teardown's wait for job runs, cancelled already: a run that
+// honours its context returns well within it, and one that does not must not use up
+// the teardown bound the ownership's stop needs after it.
+const jobsCloseBound = 2 * time.Second
+
 // closeMembers stops the set's actors and closes their hosts, each bounded by ctx:
 // a primary's actor is poisoned and the primary closed (its calls and role steps
 // waited for); a transfer host closes itself and its actor; the jobs host's actor is
-// poisoned and its runs waited for.
-func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) {
+// poisoned and its runs waited for (jobsCloseBound). It reports whether every job run
+// has returned: while one runs, the lease must not be released.
+func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) (jobsEnded bool) {
 	for i, p := range s.primaries {
 		<-sys.PoisonCtx(ctx, s.primaryPIDs[i]).Done()
 		if err := p.Close(ctx); err != nil {
@@ -264,10 +274,14 @@ func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) {
 	}
 	if s.jobs != nil {
 		<-sys.PoisonCtx(ctx, s.jobsPID).Done()
-		if err := s.jobs.Close(ctx); err != nil {
-			s.log.Warn("closing the jobs", zap.Error(err))
+		jctx, cancel := context.WithTimeout(ctx, jobsCloseBound)
+		defer cancel()
+		if err := s.jobs.Close(jctx); err != nil {
+			s.log.Error("closing the jobs", zap.Error(err))
+			return false
 		}
 	}
+	return true
 }
 
 // close closes the backends, last opened first.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
@@ -130,11 +131,16 @@ type epochKey struct{}
 // the service's primary adopted before it subscribed the run that received the call,
 // which is what the service's own writes to a shared store must carry so that the
 // store can refuse a stale engine's write. Calls answered during a handover's drain
-// carry the old engine's epoch, as kernel writes do. ok is false outside an embedder's
-// operation or transfer.
+// carry the old engine's epoch, as kernel writes do. In a job's run it is the epoch the
+// engine served under when it started the run: a run that ignores its cancel after a
+// fence writes under it, and a store that checks it refuses those writes once another
+// engine has taken the lease over. ok is false outside an embedder's operation,
+// transfer or job.
 func CallEpoch(ctx context.Context) (epoch uint64, ok bool) {
-	v, ok := ctx.Value(epochKey{}).(uint64)
-	return v, ok
+	if v, ok := ctx.Value(epochKey{}).(uint64); ok {
+		return v, true
+	}
+	return actors.JobEpoch(ctx)
 }
 
 // servedEpoch is the Fence the engine gives an embedder's primary: it adopts the epoch

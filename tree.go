@@ -170,6 +170,7 @@ func (e *Engine) stopActors() {
 			e.log.Warn("stopping the root actor", zap.Error(err))
 		}
 	}
+	jobsEnded := true
 	if set != nil {
 		set.stop()
 		set.answerReceived(bound) // before anything closes: see answerReceived
@@ -179,10 +180,17 @@ func (e *Engine) stopActors() {
 			// now, so the members' waits end at once, as they would at the broker.
 			e.tree.remove(svcService)
 		}
-		set.closeMembers(bound, sys)
+		jobsEnded = set.closeMembers(bound, sys)
 	}
 	if own != nil {
-		if s := own.Status().State; s == lease.StateServing || s == lease.StateFenced {
+		s := own.Status().State
+		if (s == lease.StateServing || s == lease.StateFenced) && !jobsEnded {
+			// A released lease is taken at once, and the next holder would start the
+			// job beside the run still going here. Unreleased, it lapses: the next
+			// holder takes it over a lease period later, under a new epoch, which a
+			// store checking the epoch the run carries (CallEpoch) refuses it under.
+			e.log.Error("a job's run has not returned although cancelled: the lease is not released, so another engine takes it over only once it lapses, under a new epoch")
+		} else if s == lease.StateServing || s == lease.StateFenced {
 			if _, err := own.Release(bound); err != nil {
 				e.log.Warn("releasing the lease", zap.Error(err))
 			}

@@ -20,6 +20,9 @@ import (
 // the wait is over, the next phase begins:
 //
 //	jobs      StopAccepting{drain deadline} → jobs host       waits for its Drained
+//	          (the host cancels the runs at the deadline)     past the deadline while a
+//	                                                          run has not returned: the
+//	                                                          lease is kept (holdForJobs)
 //	release   Release → ownership                             waits for Released
 //	                                                          (two renewal periods)
 //	successor the wait for the new holder, on a goroutine:    waits for successorDone
@@ -81,6 +84,9 @@ func (a *rootActor) handover(c *actor.Context, msg any) {
 		if m.phase == PhaseSuccessor {
 			a.noSuccessor(lease.Holder{}) // an engine without a standby ends this way
 			break
+		}
+		if m.phase == PhaseJobs && a.holdForJobs(c) {
+			return
 		}
 		a.r.log.Warn("handover phase deadline passed", zap.Stringer("phase", m.phase), zap.Int("unanswered", len(st.waiting)))
 	default:
@@ -213,4 +219,30 @@ func (a *rootActor) goWait(c *actor.Context, deadline time.Time, wait func(ctx c
 		defer cancel()
 		e.Send(self, wait(ctx))
 	}()
+}
+
+// holdForJobs is the jobs phase at its deadline (the drain deadline): the jobs host has
+// cancelled the runs still going, and the phase waits on, holding and renewing the
+// lease, until they return. A run that ignores its context must not go on while the
+// next holder starts the same job, and only the lease keeps the next holder from
+// starting it. It reports whether the phase waits; it does not once the lease is no
+// longer ours to keep (lost, or released already), nor when the fail point
+// release-before-jobs put the release first. The deadline is armed again a lease period
+// later, so the log says, once a lease period, that the handover still waits.
+func (a *rootActor) holdForJobs(c *actor.Context) (waits bool) {
+	r, st := a.r, a.st
+	if len(st.waiting) == 0 || a.next(PhaseRelaying) != PhaseJobs {
+		return false
+	}
+	switch r.cfg.Ownership.Status().State {
+	case lease.StateServing, lease.StateFenced:
+	default:
+		return false
+	}
+	period := r.cfg.Ownership.Config().Lease
+	r.log.Warn("handover: a job's run has not returned since it was cancelled at the drain deadline; the engine keeps the lease until it returns, so no other engine starts the job meanwhile",
+		zap.Duration("waited", time.Since(st.phaseStart)), zap.Duration("next_report_in", period))
+	st.deadline = time.Now().Add(period)
+	a.armPhase(c)
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -29,7 +30,24 @@ type Job struct {
 	Schedule Schedule
 	// Run does one run. Its ctx ends when the engine fences, loses the lease, or its
 	// handover deadline passes.
+	//
+	// The engine cannot stop a run that ignores its ctx. A handover keeps the lease
+	// until the run returns, so no other engine starts the job meanwhile; at a fence
+	// (the lease may be taken over while the run goes on) only its writes can be
+	// refused: ctx carries the epoch the run was started under (JobEpoch), which a
+	// store that checks the epoch refuses once the next holder has advanced it.
 	Run func(ctx context.Context) error
+}
+
+// jobEpochKey carries a run's epoch in its context.
+type jobEpochKey struct{}
+
+// JobEpoch is the epoch the engine served under when it started the run of ctx: the
+// token the run's writes to a shared store carry, so that the store refuses them once
+// another engine has taken the lease and advanced the epoch. ok is false outside a run.
+func JobEpoch(ctx context.Context) (epoch uint64, ok bool) {
+	v, ok := ctx.Value(jobEpochKey{}).(uint64)
+	return v, ok
 }
 
 // Validate reports a job that cannot be scheduled.
@@ -73,6 +91,10 @@ type JobsHost struct {
 	halting map[uint64]*generation // halted generations with a runner still running
 	owed    []owedReply            // Drained and Down not sent yet
 	lastID  uint64                 // the id of the latest generation
+	// ended holds, per job, a channel closed once the latest runner of that job has
+	// returned: a new generation's runner waits for it, so a restore after a fence
+	// never starts a job beside its run that ignored the cancel.
+	ended map[string]chan struct{}
 }
 
 // generation is one serving period's runners: a fence followed by a restore starts a
@@ -83,6 +105,7 @@ type generation struct {
 	cancel   context.CancelFunc // ends the runs in progress
 	live     int                // runners that have not reported their end
 	deadline time.Time          // when a halted generation's runs are cancelled
+	epoch    atomic.Uint64      // the epoch its runs start under (Serve; written by the actor)
 }
 
 // owedReply is a Drained or a Down, sent once every generation up to upTo has ended.
@@ -115,7 +138,7 @@ func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.D
 	}
 	life, endLife := context.WithCancel(context.Background())
 	return &JobsHost{jobs: jobs, log: log.Named("jobs"), onResult: onResult,
-		life: life, endLife: endLife, halting: map[uint64]*generation{}}, nil
+		life: life, endLife: endLife, halting: map[uint64]*generation{}, ended: map[string]chan struct{}{}}, nil
 }
 
 // Producer is the actor's producer.
@@ -141,7 +164,7 @@ func (h *JobsHost) Close(ctx context.Context) error {
 	}
 }
 
-func (h *JobsHost) loop(sched, runs context.Context, j Job) {
+func (h *JobsHost) loop(sched, runs context.Context, g *generation, j Job) {
 	next := j.Schedule.Next(time.Now())
 	for {
 		t := time.NewTimer(time.Until(next))
@@ -152,7 +175,7 @@ func (h *JobsHost) loop(sched, runs context.Context, j Job) {
 		case <-t.C:
 		}
 		start := time.Now()
-		err := runJob(runs, j)
+		err := runJob(context.WithValue(runs, jobEpochKey{}, g.epoch.Load()), j)
 		if h.onResult != nil {
 			h.onResult(j.Name, time.Since(start), err)
 		}
@@ -187,7 +210,7 @@ func (a *jobsActor) Receive(c *actor.Context) {
 	from := c.Sender()
 	switch m := c.Message().(type) {
 	case Serve:
-		a.start(c)
+		a.start(c, m.Epoch)
 		if from != nil {
 			c.Send(from, Accepting{From: c.PID(), On: true})
 		}
@@ -235,9 +258,14 @@ func (a *jobsActor) Restart(c *actor.Context) {
 }
 
 // start starts a generation: one runner per job. Each reports its end by message.
-func (a *jobsActor) start(c *actor.Context) {
+// Serving already, it only takes the new epoch for the runs it starts from now on.
+func (a *jobsActor) start(c *actor.Context, epoch uint64) {
 	h := a.h
-	if h.current != nil || h.life.Err() != nil {
+	if h.current != nil {
+		h.current.epoch.Store(epoch)
+		return
+	}
+	if h.life.Err() != nil {
 		return
 	}
 	h.lastID++
@@ -245,14 +273,24 @@ func (a *jobsActor) start(c *actor.Context) {
 	sctx, sched := context.WithCancel(h.life)
 	rctx, cancel := context.WithCancel(h.life)
 	g.sched, g.cancel = sched, cancel
+	g.epoch.Store(epoch)
 	h.current = g
 	e, self := c.Engine(), c.PID()
 	for _, j := range h.jobs {
 		g.live++
 		h.runners.Add(1)
+		prev, done := h.ended[j.Name], make(chan struct{})
+		h.ended[j.Name] = done
 		go func() {
 			defer h.runners.Done()
-			h.loop(sctx, rctx, j)
+			defer close(done)
+			if prev != nil {
+				select {
+				case <-prev: // the job's run of an earlier generation has returned
+				case <-sctx.Done():
+				}
+			}
+			h.loop(sctx, rctx, g, j)
 			e.Send(self, runnerEnded{gen: g.id})
 		}()
 	}

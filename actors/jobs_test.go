@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -162,6 +163,54 @@ func TestJobsSurviveAKill(t *testing.T) {
 		}
 		<-e.Poison(pid).Done()
 		<-e.Poison(c.pid).Done()
+		closeJobs(t, jobs)
+	})
+}
+
+// TestJobsRestoreWaitsForARunThatIgnoredItsCancel: a fence (Stop) cancels a run that
+// ignores its ctx; a restore (Serve again) starts the job again only once that run
+// has returned, never beside it, and each run's ctx carries the epoch it started under.
+func TestJobsRestoreWaitsForARunThatIgnoredItsCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newJobsEngine(t)
+		type run struct {
+			epoch   uint64
+			overlap bool
+		}
+		runs, release := make(chan run, 4), make(chan struct{})
+		var running atomic.Int32
+		jobs, err := NewJobsHost([]Job{{Name: "stubborn", Schedule: Every(time.Second), Run: func(ctx context.Context) error {
+			n, _ := JobEpoch(ctx)
+			runs <- run{epoch: n, overlap: running.Add(1) > 1}
+			defer running.Add(-1)
+			if n == 1 {
+				<-release // the first run ignores its ctx
+			}
+			return nil
+		}}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+		e.Send(pid, Serve{Epoch: 1})
+		if r := <-runs; r.epoch != 1 {
+			t.Fatalf("the first run's ctx carries epoch %d, want 1", r.epoch)
+		}
+		e.Send(pid, Stop{})          // the fence
+		e.Send(pid, Serve{Epoch: 2}) // the restore
+		time.Sleep(10 * time.Second) // the bubble's clock: ten intervals
+		synctest.Wait()
+		early := len(runs)
+		close(release)
+		if early != 0 {
+			t.Errorf("the job ran again (%+v) while its run cancelled at the fence had not returned", <-runs)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r := <-runs; early == 0 && (r.overlap || r.epoch != 2) {
+			t.Errorf("the run after the restore: %+v; want epoch 2 and no other run beside it", r)
+		}
+		<-e.Poison(pid).Done()
 		closeJobs(t, jobs)
 	})
 }

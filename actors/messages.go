@@ -18,8 +18,9 @@ import (
 
 // Serve tells an actor to start serving (subscribe, start jobs) under Epoch, the
 // fencing token its shared backends adopt before it subscribes (design §4.7). A member
-// already serving that is told Serve with a higher epoch adopts it; the jobs host and
-// the transfer hosts ignore the epoch. Reply: Accepting.
+// already serving that is told Serve with a higher epoch adopts it; the jobs host puts
+// it in the ctx of the runs it starts (JobEpoch), and the transfer hosts ignore it.
+// Reply: Accepting.
 type Serve struct{ Epoch uint64 }
 
 // StopAccepting tells an actor to end its shared subscriptions at the broker and to finish

@@ -15,6 +15,10 @@
 // answered UNAVAILABLE, retryable, and matches epoch.ErrFenced when the table holds a
 // newer epoch. The row outlives the table (dropping and recreating the table keeps
 // its epoch).
+//
+// Each table also has a random id (StoresTable, Identity), made by the first engine
+// that opens it: the proof, for a standby, that it reaches the lease holder's store
+// and not another database that merely has a table of the same name.
 package postgres
 
 import (
@@ -126,7 +130,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		return ensureIdentity(ctx, tx, cfg.Table)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue postgres: create table %s: %w", cfg.Table, err)

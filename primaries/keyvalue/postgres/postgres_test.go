@@ -62,6 +62,9 @@ func newStore(t *testing.T, p *pgxpool.Pool) *Store {
 		if _, err := p.Exec(ctx, "DELETE FROM "+EpochTable+" WHERE name = $1", table); err != nil {
 			t.Errorf("delete the epoch of %s: %v", table, err)
 		}
+		if _, err := p.Exec(ctx, "DELETE FROM "+StoresTable+" WHERE name = $1", table); err != nil {
+			t.Errorf("delete the id of %s: %v", table, err)
+		}
 	})
 	return s
 }

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/abi-engine/engine/primaries"
+	kvpg "github.com/abi-engine/engine/primaries/keyvalue/postgres"
+	"github.com/abi-engine/engine/protocol"
+	"go.uber.org/zap"
+)
+
+// This file is the proof that a standby's shared backends reach the lease holder's
+// stores. An adapter that could be shared (PostgreSQL, a JetStream bucket) is not
+// shared by itself: two engines given two databases would hand over "successfully",
+// and every key written before the handover would then read as not found. So the
+// holder publishes, per service, the id of the store its backend reaches (in the lease
+// bucket, key store.<service>), and a standby compares it with its own before it
+// stands by, refusing to when they differ.
+
+// publishBound bounds a holder's publication of its store ids, which never holds up
+// serving: a failed one is logged and written again at the next adoption.
+const publishBound = 2 * time.Second
+
+// StoreMismatchError is a standby refused because a shared backend of its does not
+// reach the store the serving engine's does.
+type StoreMismatchError struct {
+	Service string
+	Holder  lease.Holder
+	Theirs  jetstreamstore.StoreProof // what the holder published
+	Ours    storeID                   // what this engine's backend reaches (ID empty: none that can be named)
+}
+
+// Error names the service, the holder, both backends and both stores.
+func (e *StoreMismatchError) Error() string {
+	ours := fmt.Sprintf("reaches %s store %s (%s)", e.Ours.backend, e.Ours.ID, e.Ours.Where)
+	if e.Ours.ID == "" {
+		ours = fmt.Sprintf("has a %s backend, which is not that store", e.Ours.backend)
+	}
+	return fmt.Sprintf("engine: services.%s does not reach the store of the serving engine %s: it uses %s store %s (%s), this engine %s; "+
+		"a standby must reach the same store, or what was written before the handover would be gone after it: refusing to stand by",
+		e.Service, e.Holder, e.Theirs.Backend, e.Theirs.ID, e.Theirs.Where, ours)
+}
+
+// ErrStoreMismatch matches every *StoreMismatchError.
+var ErrStoreMismatch = errors.New("engine: a shared backend does not reach the serving engine's store")
+
+// Is makes errors.Is(err, ErrStoreMismatch) true.
+func (e *StoreMismatchError) Is(target error) bool { return target == ErrStoreMismatch }
+
+// storeID names the store a backend reaches.
+type storeID struct {
+	backend   string // the adapter
+	ID, Where string
+}
+
+// identity is how a service's backend names its store; nil when it cannot (a local
+// backend, which a rollout refuses anyway).
+type identity func(ctx context.Context) (storeID, error)
+
+// pgIdentity is the keyvalue PostgreSQL backend's: a random id made in the database.
+type pgIdentity interface {
+	Identity(ctx context.Context) (kvpg.Identity, error)
+}
+
+// storeIdentities is, per kernel service, how its backend names its store. A JetStream
+// bucket is named by its name: every engine that sees the lease reaches the same
+// account's JetStream, so the same name is the same bucket.
+func storeIdentities(cfg *config.Config, kv any) map[string]identity {
+	ids := map[string]identity{}
+	kc, oc := cfg.Services.KeyValue, cfg.Services.ObjectStorage
+	switch {
+	case kc.Adapter == config.KeyValueJetStream:
+		ids[protocol.KeyValue] = fixedID(string(kc.Adapter), "bucket "+kc.Bucket, "JetStream bucket "+kc.Bucket)
+	case kv != nil:
+		if pg, ok := kv.(pgIdentity); ok {
+			ids[protocol.KeyValue] = func(ctx context.Context) (storeID, error) {
+				id, err := pg.Identity(ctx)
+				return storeID{backend: string(kc.Adapter), ID: id.ID, Where: id.Where}, err
+			}
+		}
+	}
+	if oc.Adapter == config.ObjectStorageJetStream {
+		ids[protocol.ObjectStorage] = fixedID(string(oc.Adapter), "bucket "+oc.Bucket, "JetStream object store "+oc.Bucket)
+	}
+	return ids
+}
+
+func fixedID(backend, id, where string) identity {
+	return func(context.Context) (storeID, error) { return storeID{backend: backend, ID: id, Where: where}, nil }
+}
+
+// adapterOf is the configured adapter of a kernel service.
+func adapterOf(cfg *config.Config, service string) string {
+	if service == protocol.KeyValue {
+		return string(cfg.Services.KeyValue.Adapter)
+	}
+	return string(cfg.Services.ObjectStorage.Adapter)
+}
+
+// provenFence is a shared backend's epoch fence that, once the engine's epoch is
+// adopted in the store (the engine is about to serve on it), publishes the store's id
+// for standbys to compare.
+type provenFence struct {
+	primaries.EpochFence
+	publish func(ctx context.Context)
+}
+
+// AdoptEpoch implements primaries.EpochFence.
+func (f provenFence) AdoptEpoch(ctx context.Context, n uint64) error {
+	if err := f.EpochFence.AdoptEpoch(ctx, n); err != nil {
+		return err
+	}
+	f.publish(ctx)
+	return nil
+}
+
+// withProof wraps fence so that each adoption publishes the store's id of service;
+// fence is returned as it is when there is nothing to publish.
+func (e *Engine) withProof(service string, fence primaries.EpochFence, id identity) primaries.EpochFence {
+	if fence == nil || id == nil || e.leaseStore == nil {
+		return fence
+	}
+	return provenFence{EpochFence: fence, publish: func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, publishBound)
+		defer cancel()
+		s, err := id(ctx)
+		if err == nil {
+			err = e.leaseStore.PublishStore(ctx, jetstreamstore.StoreProof{
+				InstanceID: e.InstanceID(), Service: service, Backend: s.backend, ID: s.ID, Where: s.Where,
+			})
+		}
+		if err != nil {
+			e.log.Warn("could not publish the id of a shared store for standbys to check; published again at the next adoption",
+				zap.String("service", service), zap.Error(err))
+		}
+	}}
+}
+
+// proveShared is a standby's check, before it stands by: for each kernel service whose
+// store the holder published, this engine's backend must reach the same store. A
+// holder that published nothing for a service (an older engine, a Python engine, a
+// failed publish) cannot be checked: logged, not refused.
+func (e *Engine) proveShared(ctx context.Context, ids map[string]identity) error {
+	holder := e.ownership.Status().Holder
+	for _, service := range []string{protocol.KeyValue, protocol.ObjectStorage} {
+		theirs, ok, err := e.leaseStore.ReadStore(ctx, service)
+		if err != nil {
+			return fmt.Errorf("engine: checking that services.%s reaches the serving engine's store: %w", service, err)
+		}
+		if !ok || theirs.InstanceID != holder.InstanceID {
+			if adapterOf(e.cfg, service) == string(config.KeyValuePostgres) {
+				e.log.Warn("the serving engine published no id of its store: this standby cannot prove it reaches the same one",
+					zap.String("service", service), zap.String("holder", holder.String()))
+			}
+			continue
+		}
+		ours := storeID{backend: adapterOf(e.cfg, service)}
+		if id := ids[service]; id != nil {
+			if ours, err = id(ctx); err != nil {
+				return fmt.Errorf("engine: checking that services.%s reaches the serving engine's store: %w", service, err)
+			}
+		}
+		if ours.backend != theirs.Backend || ours.ID != theirs.ID {
+			return &StoreMismatchError{Service: service, Holder: holder, Theirs: theirs, Ours: ours}
+		}
+		e.log.Info("this standby reaches the serving engine's store", zap.String("service", service),
+			zap.String("backend", ours.backend), zap.String("store", ours.Where))
+	}
+	return nil
+}
