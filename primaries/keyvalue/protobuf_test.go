@@ -116,6 +116,10 @@ func TestProtobufContract(t *testing.T) {
 			wantBytes(t, "exists after delete", pbCall(t, nc, protocol.OpExists, tok, &kvv1.ExistsRequest{Key: "k"}), "08 00", "")
 			wantBytes(t, "set an empty value", pbCall(t, nc, protocol.OpSet, tok, &kvv1.SetRequest{Key: "e"}), "", "")
 			wantBytes(t, "get an empty value", pbCall(t, nc, protocol.OpGet, tok, &kvv1.GetRequest{Key: "e"}), "0a 00", "")
+			// Fields in another order and fields this contract does not know (a newer
+			// client's) are accepted, as proto3 does: key first, then field 99.
+			wantBytes(t, "get with fields out of order and an unknown one",
+				rawCall(t, nc, protocol.OpGet, tok, []byte{0x12, 0x01, 'e', 0x0a, 0x02, 0x10, 0x05, 0x9a, 0x06, 0x01, 'x'}), "0a 00", "")
 			wantBytes(t, "set_if_not_exists on a new key", pbCall(t, nc, protocol.OpSetIfNotExists, tok,
 				&kvv1.SetIfNotExistsRequest{Key: "n", Value: []byte("1"), Ttl: ttl(60)}), "08 01", "")
 
