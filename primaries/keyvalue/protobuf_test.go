@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -220,4 +222,30 @@ func TestProtobufWithoutSecret(t *testing.T) {
 	if err != nil || string(jrep.Data) != `{"found":false,"value":null}` {
 		t.Fatalf("JSON get: %s, %v (the refused protobuf set must have stored nothing)", jrep.Data, err)
 	}
+}
+
+// TestProtobufReplyTooLarge: a protobuf reply above the broker's max payload is not
+// parked (not served in protobuf yet) but answered PAYLOAD_TOO_LARGE inside the reply
+// message, with no micro error headers, as the Python engine does without parking.
+func TestProtobufReplyTooLarge(t *testing.T) {
+	store := memory.New()
+	parked := &refusingOverflow{}
+	nc := serveServiceOn(t, natstest.Start(t, natstest.WithMaxPayload(64<<10)), keyvalue.Service(store), withTokens(t),
+		func(c *primaries.Config) { c.Overflow = parked })
+	if err := store.Set(context.Background(), "big", bytes.Repeat([]byte{'x'}, 100<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	rep := pbCall(t, nc, protocol.OpGet, mint(t, testSecret, "sdk-ci", time.Now()), &kvv1.GetRequest{Key: "big"})
+	wantError(t, rep, &kvv1.GetResponse{}, protocol.PayloadTooLarge, "above the broker's max payload")
+	if n := parked.calls.Load(); n != 0 {
+		t.Errorf("a protobuf reply was handed to the (JSON) overflow host %d times", n)
+	}
+}
+
+// refusingOverflow counts the replies a primary tries to park.
+type refusingOverflow struct{ calls atomic.Int64 }
+
+func (o *refusingOverflow) Reply(context.Context, *nats.Msg, []byte, nats.Header) error {
+	o.calls.Add(1)
+	return errors.New("not parked")
 }

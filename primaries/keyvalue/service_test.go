@@ -36,7 +36,12 @@ func servePrimary(t testing.TB, store keyvalue.Store) *nats.Conn {
 // with changes the primary's configuration.
 func serveService(t testing.TB, svc primaries.Service, with ...func(*primaries.Config)) *nats.Conn {
 	t.Helper()
-	srv := natstest.Start(t)
+	return serveServiceOn(t, natstest.Start(t), svc, with...)
+}
+
+// serveServiceOn is serveService on a broker of the test's choosing.
+func serveServiceOn(t testing.TB, srv *natstest.Server, svc primaries.Service, with ...func(*primaries.Config)) *nats.Conn {
+	t.Helper()
 	nc := natstest.Connect(t, srv.URL())
 	cfg := primaries.Config{
 		Conn: nc, InstanceID: "engine-kv", MaxConcurrent: 64, LeaseValid: func() bool { return true },
