@@ -16,8 +16,17 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
+	keyvaluev1 "github.com/abi-engine/engine/proto/abi/keyvalue/v1"
+	objectstoragev1 "github.com/abi-engine/engine/proto/abi/object_storage/v1"
+	transferv1 "github.com/abi-engine/engine/proto/abi/transfer/v1"
 )
 
 // required turns a skip into a failure (CI sets it).
@@ -172,6 +181,8 @@ log: {level: info, format: json}
 		}
 		return tok
 	}
+	descriptors := filepath.Join(dir, "abi-engine.protoset")
+	writeDescriptors(t, descriptors)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	pytest := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "test_sdk.py")
@@ -180,6 +191,7 @@ log: {level: info, format: json}
 		"ABI_TEST_TOKEN="+mint(secret, "sdk-ci", now),
 		"ABI_TEST_TOKEN_WRONG_SECRET="+mint([]byte("not the engine's secret, same length"), "sdk-ci", now),
 		"ABI_TEST_TOKEN_EXPIRED="+mint(secret, "sdk-ci", now.Add(-2*time.Hour)),
+		"ABI_TEST_DESCRIPTORS="+descriptors,
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
 	out, err := pytest.CombinedOutput()
@@ -212,5 +224,38 @@ func waitReady(t *testing.T, port int, exited <-chan error) {
 			t.Fatalf("abi-engine not ready within 60s (last: %v)", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeDescriptors writes the descriptors of the engine's protobuf contracts (and of
+// what they import) to path as a FileDescriptorSet, for test_sdk.py to compare with the
+// installed naas-abi-proto.
+func writeDescriptors(t *testing.T, path string) {
+	t.Helper()
+	set := &descriptorpb.FileDescriptorSet{}
+	seen := map[string]bool{}
+	var add func(fd protoreflect.FileDescriptor)
+	add = func(fd protoreflect.FileDescriptor) {
+		if seen[fd.Path()] {
+			return
+		}
+		seen[fd.Path()] = true
+		for i := 0; i < fd.Imports().Len(); i++ {
+			add(fd.Imports().Get(i).FileDescriptor)
+		}
+		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
+	}
+	for _, fd := range []protoreflect.FileDescriptor{
+		commonv1.File_abi_common_v1_common_proto, keyvaluev1.File_abi_keyvalue_v1_keyvalue_proto,
+		objectstoragev1.File_abi_object_storage_v1_object_storage_proto, transferv1.File_abi_transfer_v1_transfer_proto,
+	} {
+		add(fd)
+	}
+	b, err := proto.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

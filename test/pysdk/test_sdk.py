@@ -54,6 +54,50 @@ def test_probe():
     print("RegisterRequest.rollout_id:", "rollout_id" in discovery_pb2.RegisterRequest.DESCRIPTOR.fields_by_name)
 
 
+def shapes(files):
+    """Every message of the abi.* packages: its fields by number, name, type, label,
+    oneof (proto3 optional's synthetic oneofs left out), presence and message type."""
+    out = {}
+    for fd in files:
+        if not fd.package.startswith("abi."):
+            continue
+        for m in fd.message_types_by_name.values():
+            out[m.full_name] = sorted(
+                (
+                    f.number,
+                    f.name,
+                    f.type,
+                    f.is_repeated,
+                    f.containing_oneof.name
+                    if f.containing_oneof and not f.containing_oneof.name.startswith("_")
+                    else None,
+                    f.has_presence,
+                    f.message_type.full_name if f.message_type else None,
+                )
+                for f in m.fields
+            )
+    return out
+
+
+def test_contracts_match_the_installed_proto():
+    """abi-engine's .proto files describe the same messages as the installed
+    naas-abi-proto: names, field numbers, types, labels, oneofs and presence."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from naas_abi_proto.common.v1 import common_pb2
+    from naas_abi_proto.transfer.v1 import transfer_pb2
+
+    theirs = shapes(m.DESCRIPTOR for m in (common_pb2, kv, osp, transfer_pb2))
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(os.environ["ABI_TEST_DESCRIPTORS"], "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for f in fds.file:
+        pool.Add(f)
+    ours = shapes(pool.FindFileByName(f.name) for f in fds.file)
+    assert len(theirs) >= 43
+    assert ours == theirs
+
+
 def test_keyvalue_round_trip():
     """The facade's values (SDK services/keyvalue.py): None for set, bytes for get,
     False not None for a refused set_if_not_exists, b"" not None for an empty value."""
