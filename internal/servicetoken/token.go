@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -34,10 +35,30 @@ var ErrNoSecret = errors.New("servicetoken: the secret is empty")
 const DefaultTTL = time.Hour
 
 // Verifier checks tokens against one secret. It is safe for concurrent use.
+//
+// A client sends the same token on every call for up to an hour, so the verifier
+// remembers the tokens it accepted: a token seen before skips the signature and the
+// JSON parsing, and only its times are checked again (a remembered token's claims are
+// those of its exact bytes, which the signature covered).
 type Verifier struct {
 	secret []byte
 	parser *jwt.Parser
+	now    func() time.Time
+
+	mu       sync.Mutex
+	accepted map[string]accepted // by token, at most maxAccepted
 }
+
+// accepted is what a valid token's times allow: it stays valid from notBefore (zero:
+// always) until expires (zero: never).
+type accepted struct {
+	sub                string
+	notBefore, expires time.Time
+}
+
+// maxAccepted bounds the tokens a Verifier remembers; past it, it forgets them all
+// (callers then pay one full check each).
+const maxAccepted = 4096
 
 // NewVerifier checks tokens signed with secret; now is the clock (nil: time.Now).
 func NewVerifier(secret []byte, now func() time.Time) (*Verifier, error) {
@@ -51,6 +72,8 @@ func NewVerifier(secret []byte, now func() time.Time) (*Verifier, error) {
 		secret: bytes.Clone(secret),
 		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 			jwt.WithIssuedAt(), jwt.WithTimeFunc(now)),
+		now:      now,
+		accepted: map[string]accepted{},
 	}, nil
 }
 
@@ -58,6 +81,19 @@ func NewVerifier(secret []byte, now func() time.Time) (*Verifier, error) {
 func (v *Verifier) Verify(token string) (string, error) {
 	if token == "" {
 		return "", fmt.Errorf("%w: no token", ErrInvalid)
+	}
+	v.mu.Lock()
+	a, ok := v.accepted[token]
+	v.mu.Unlock()
+	if ok {
+		now := v.now()
+		switch {
+		case !a.expires.IsZero() && !now.Before(a.expires):
+			return "", fmt.Errorf("%w: the token has expired", ErrInvalid)
+		case !a.notBefore.IsZero() && now.Before(a.notBefore):
+			return "", fmt.Errorf("%w: the token is not valid yet", ErrInvalid)
+		}
+		return a.sub, nil
 	}
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.secret, nil })
@@ -72,6 +108,19 @@ func (v *Verifier) Verify(token string) (string, error) {
 	if !ok || sub == "" {
 		return "", fmt.Errorf("%w: the token has no caller (sub)", ErrInvalid)
 	}
+	a = accepted{sub: sub}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		a.expires = exp.Time
+	}
+	if nbf, err := claims.GetNotBefore(); err == nil && nbf != nil {
+		a.notBefore = nbf.Time
+	}
+	v.mu.Lock()
+	if len(v.accepted) >= maxAccepted {
+		clear(v.accepted)
+	}
+	v.accepted[token] = a
+	v.mu.Unlock()
 	return sub, nil
 }
 

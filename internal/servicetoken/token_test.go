@@ -83,3 +83,47 @@ func TestSecretFile(t *testing.T) {
 		t.Fatalf("NewVerifier(nil): %v", err)
 	}
 }
+
+// TestRememberedTokensStillExpire: a token accepted once is accepted again without
+// its signature being checked, but never past its exp.
+func TestRememberedTokensStillExpire(t *testing.T) {
+	clock := now
+	v, err := NewVerifier(secret, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Mint(secret, "sdk-ci", now, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if sub, err := v.Verify(tok); err != nil || sub != "sdk-ci" {
+			t.Fatalf("Verify = %q, %v", sub, err)
+		}
+	}
+	clock = now.Add(time.Minute - time.Second)
+	if _, err := v.Verify(tok); err != nil {
+		t.Fatalf("a second before exp: %v", err)
+	}
+	clock = now.Add(time.Minute)
+	if _, err := v.Verify(tok); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("at exp: %v, want ErrInvalid", err)
+	}
+	// A token another secret signed is never taken from what was remembered.
+	forged, _ := Mint([]byte("another secret of enough length!"), "sdk-ci", now, time.Hour)
+	clock = now
+	if _, err := v.Verify(forged); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("forged: %v", err)
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	v, _ := NewVerifier(secret, nil)
+	tok, _ := Mint(secret, "sdk-ci", time.Now(), time.Hour)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
