@@ -110,6 +110,10 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		services = append(services, svc.primary(epochs[i]))
 		fences = append(fences, epochs[i])
 	}
+	tokens, noTokens, err := e.serviceTokens()
+	if err != nil {
+		return set, err
+	}
 	for i, svc := range services {
 		p, err := primaries.New(svc, primaries.Config{
 			Conn:          nc,
@@ -121,6 +125,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			OnCall:        e.metrics.call,
 			Failpoints:    e.opts.failpoints,
 			Tracer:        e.callTracer(),
+			Tokens:        tokens,
+			OnNoTokens:    noTokens,
 		})
 		if err != nil {
 			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)

@@ -46,6 +46,9 @@ type Transport struct {
 	// bodies holds the typed calls' request buffers for reuse, so a busy client
 	// allocates none (TestConcurrentCallsShareNoRequestBuffer).
 	bodies *bufpool.Pool
+	// tokens, set by WithServiceToken, adds a service token to every request; nil:
+	// none, and a request's headers go out as they are.
+	tokens *tokenSource
 }
 
 // Option configures a Transport.
@@ -84,6 +87,11 @@ func newTransport(c conn, opts ...Option) (*Transport, error) {
 	}
 	if t.maxTransfer <= 0 {
 		return nil, fmt.Errorf("client: max transfer bytes %d must be positive", t.maxTransfer)
+	}
+	if t.tokens != nil {
+		if err := t.tokens.check(); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
 	}
 	if t.counters == nil {
 		t.counters = NewCounters()
@@ -283,6 +291,12 @@ func (c deadlineOnly) Deadline() (time.Time, bool) { return c.deadline, true }
 // would have given when it passes. A request without headers goes out without a
 // nats.Msg, which would be one more allocation per call.
 func (t *Transport) attempt(ctx context.Context, subject string, payload []byte, headers nats.Header, now time.Time) (*nats.Msg, error) {
+	if t.tokens != nil {
+		var err error
+		if headers, err = t.withToken(headers, now); err != nil {
+			return nil, err
+		}
+	}
 	if ctx.Done() != nil {
 		if headers == nil {
 			return t.conn.RequestWithContext(ctx, subject, payload)

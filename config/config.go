@@ -115,6 +115,10 @@ type NATS struct {
 	TokenFile    string `yaml:"token_file"`
 	User         string `yaml:"user"`
 	PasswordFile string `yaml:"password_file"`
+	// JWTSecretFile names a file holding the HS256 secret of the service tokens
+	// (Nats-Auth-Token) the kernel services verify on every call. Without it the JSON
+	// protocol needs no token and protobuf calls are refused UNAUTHENTICATED.
+	JWTSecretFile string `yaml:"jwt_secret_file"`
 }
 
 // TLS is the nats.tls block. With none of it set, a tls:// URL is verified against the

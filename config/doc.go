@@ -59,6 +59,13 @@
 // Secret. The embedded broker, when the engine starts it, requires the same login, so a
 // development setup rehearses the production one.
 //
+// nats.jwt_secret_file (default ""): a file holding the HS256 secret of the service
+// tokens (header Nats-Auth-Token, a JWT with the caller in `sub`) that the Python
+// clients send. With it, every call of either protocol must carry a valid token, else
+// it is refused UNAUTHENTICATED and nothing runs; without it, JSON calls need none and
+// protobuf calls are refused. The same secret as the Python engines of the account;
+// its content (white space around it removed) is never printed.
+//
 // nats.client_timeout_seconds (default 10): how long a client call waits for its reply;
 // a finite number greater than 0.
 //

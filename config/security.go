@@ -87,6 +87,7 @@ func (c *Config) authFileIssues() []Issue {
 	for _, s := range []struct{ key, path, what string }{
 		{keyTokenFile, n.TokenFile, "the token"},
 		{keyPasswordFile, n.PasswordFile, "the password of nats.user"},
+		{keyJWTSecretFile, n.JWTSecretFile, "the HS256 secret of the service tokens"},
 	} {
 		if s.path == "" {
 			continue

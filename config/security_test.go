@@ -73,6 +73,7 @@ func TestCheckReadsTheSecurityFiles(t *testing.T) {
 		base + "  nkey_seed_file: " + seedFile + "\n",
 		base + "  token_file: " + token + "\n",
 		base + "  user: abi\n  password_file: " + pw + "\n",
+		base + "  jwt_secret_file: " + token + "\n",
 	}
 	for _, y := range good {
 		if _, err := checkFile(t, dir, y); err != nil {
@@ -88,6 +89,8 @@ func TestCheckReadsTheSecurityFiles(t *testing.T) {
 		{base + "  nkey_seed_file: " + token + "\n", "nats.nkey_seed_file", "not an nkey seed"},
 		{base + "  token_file: " + empty + "\n", "nats.token_file", "empty"},
 		{base + "  user: abi\n  password_file: " + missing + "\n", "nats.password_file", "no such file"},
+		{base + "  jwt_secret_file: " + empty + "\n", "nats.jwt_secret_file", "empty"},
+		{base + "  jwt_secret_file: " + missing + "\n", "nats.jwt_secret_file", "no such file"},
 	}
 	for _, tc := range cases {
 		_, err := checkFile(t, dir, tc.yaml)

@@ -126,6 +126,7 @@ const (
 	keyTokenFile       = "nats.token_file"
 	keyUser            = "nats.user"
 	keyPasswordFile    = "nats.password_file"
+	keyJWTSecretFile   = "nats.jwt_secret_file"
 	keyLimitsMemory    = "limits.memory_mib"
 	keyLimitsClient    = "limits.client_memory_mib"
 	keyLimitsSession   = "limits.session_memory_mib"

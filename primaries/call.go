@@ -85,9 +85,16 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 	if p.inline {
 		inline = inlineCtx{Context: r.ctx, scratch: new(replyScratch)}
 	}
+	var pb *ProtoOperation // the endpoint's protobuf protocol, nil: JSON only
+	if o, ok := p.svc.Protobuf[name]; ok {
+		pb = &o
+	}
 	return micro.HandlerFunc(func(req micro.Request) {
 		r.calls.add()
 		j := job{name: name, op: op, req: req, observe: observe, inline: inline}
+		if pb != nil && !protocol.IsJSON(req.Data()) {
+			j.op, j.pb = pb.Run, pb
+		}
 		if observe != nil {
 			j.received = time.Now()
 		}
@@ -115,6 +122,7 @@ type job struct {
 	op       Operation
 	req      micro.Request
 	inline   context.Context // an inline call's (inlineCtx), answered at once; nil: pooled
+	pb       *ProtoOperation // a protobuf call's protocol (op is its Run); nil: JSON
 	observe  CallObserver    // the operation's, nil without Config.OnCall
 	received time.Time       // set only with observe
 	span     CallSpan        // set only for Config.Tracer
@@ -178,6 +186,10 @@ func (p *Primary) serve(r *run, j job) {
 	if p.cfg.Tracer != nil {
 		ctx, j.span = p.cfg.Tracer.StartCall(ctx, p.svc.Name, j.name, nats.Header(j.req.Headers()), j.req.Data())
 	}
+	if e := p.authenticate(j); e != nil {
+		p.fail(r, j, true, e)
+		return
+	}
 	if !p.cfg.LeaseValid() && !failpoint.On(p.cfg.Failpoints, failpoint.SkipLeaseCheck) {
 		p.fail(r, j, true, protocol.Refused("this engine has not confirmed its lease within lease/2, so it ran nothing; retry"))
 		return
@@ -232,7 +244,7 @@ func (p *Primary) observe(j job, code protocol.Code) {
 // overflow answers a call whose reply does not fit one message: parked on the overflow
 // host, or PAYLOAD_TOO_LARGE. The operation has run either way.
 func (p *Primary) overflow(r *run, j job, out []byte, size int64) {
-	if p.cfg.Overflow == nil {
+	if p.cfg.Overflow == nil || j.pb != nil { // protobuf replies are not parked yet
 		p.fail(r, j, true, protocol.Errorf(protocol.PayloadTooLarge,
 			"the reply of %d bytes is above the broker's max payload of %d and this engine parks no replies; "+
 				"the operation may already have completed, do not replay it automatically", size, p.cfg.Conn.MaxPayload()))

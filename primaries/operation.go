@@ -35,6 +35,11 @@ type Service struct {
 	// operation keeps nothing of its call (the request, its context) once it returns:
 	// Handle reuses the call's frame.
 	Inline bool
+	// Protobuf, optional, is the protobuf protocol of operations (by the names of
+	// Operations): a call of such an operation whose body is not JSON (protocol.IsJSON)
+	// runs its ProtoOperation and is answered in protobuf. Operations without one
+	// speak JSON only.
+	Protobuf map[string]ProtoOperation
 }
 
 // ctxType is the type every request body embeds for its "context" member.

@@ -54,6 +54,14 @@ type Config struct {
 	Failpoints *failpoint.Set
 	// Tracer, optional, makes a span of every call (trace.go).
 	Tracer CallTracer
+	// Tokens, optional, verifies the service token (header Nats-Auth-Token) of every
+	// call: with it a call of either codec without a valid token is refused
+	// UNAUTHENTICATED before anything runs. Without it JSON calls need no token and
+	// protobuf calls are refused UNAUTHENTICATED (auth.go).
+	Tokens TokenVerifier
+	// OnNoTokens, optional, is told of every protobuf call refused because Tokens is
+	// nil; the engine logs the first one.
+	OnNoTokens func()
 }
 
 // CallObserver is told of every call of one operation once its answer is on its way:
@@ -172,7 +180,16 @@ func New(svc Service, cfg Config) (*Primary, error) {
 			return nil, fmt.Errorf("primaries: service %q: operation %q is nil", svc.Name, name)
 		}
 	}
+	for name, op := range svc.Protobuf {
+		switch {
+		case svc.Operations[name] == nil:
+			return nil, fmt.Errorf("primaries: service %q: protobuf operation %q has no JSON operation", svc.Name, name)
+		case op.Run == nil || op.Fail == nil:
+			return nil, fmt.Errorf("primaries: service %q: protobuf operation %q lacks Run or Fail", svc.Name, name)
+		}
+	}
 	svc.Operations = maps.Clone(svc.Operations)
+	svc.Protobuf = maps.Clone(svc.Protobuf)
 	var observers map[string]CallObserver
 	if cfg.OnCall != nil {
 		observers = make(map[string]CallObserver, len(svc.Operations))

@@ -22,7 +22,28 @@ const maxYields = 3
 // fail answers a call with the envelope of design §4.3.
 func (p *Primary) fail(r *run, j job, slot bool, e *protocol.Error) {
 	p.observe(j, e.Code)
-	p.send(j, answer{run: r, slot: slot, msg: p.errorMsg(j.req.Reply(), e)})
+	msg := p.protoErrorMsg(j, e)
+	if msg == nil {
+		msg = p.errorMsg(j.req.Reply(), e)
+	}
+	p.send(j, answer{run: r, slot: slot, msg: msg})
+}
+
+// protoErrorMsg is the error reply of a protobuf call: the operation's response
+// message with only its error set, and our code header, never micro's error headers
+// (design note in protobuf.go). nil for a JSON call.
+func (p *Primary) protoErrorMsg(j job, e *protocol.Error) *nats.Msg {
+	if j.pb == nil {
+		return nil
+	}
+	return &nats.Msg{
+		Subject: j.req.Reply(),
+		Header: nats.Header{
+			protocol.HeaderInstance:  []string{p.cfg.InstanceID},
+			protocol.HeaderErrorCode: []string{string(e.Code)},
+		},
+		Data: j.pb.Fail(e),
+	}
 }
 
 // errorMsg is an error reply: micro's error headers, our code header and

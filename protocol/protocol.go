@@ -29,10 +29,21 @@ const (
 	DeadlineExceeded  Code = "DEADLINE_EXCEEDED"
 	Unavailable       Code = "UNAVAILABLE"
 	Internal          Code = "INTERNAL"
+	// Unauthenticated refuses a call without a valid service token (Nats-Auth-Token):
+	// nothing ran.
+	Unauthenticated Code = "UNAUTHENTICATED"
+)
+
+// Codes of the protobuf protocol only: the Python clients map them to their own
+// exceptions (KVNotFoundError, ObjectNotFound), where the JSON protocol answers a
+// missing key with found=false and a missing object with NOT_FOUND.
+const (
+	KVNotFound     Code = "KV_NOT_FOUND"
+	ObjectNotFound Code = "OBJECT_NOT_FOUND"
 )
 
 // Codes lists every code, in the order of the design.
-var Codes = []Code{InvalidArgument, NotFound, Conflict, PayloadTooLarge, ResourceExhausted, DeadlineExceeded, Unavailable, Internal}
+var Codes = []Code{InvalidArgument, NotFound, Conflict, PayloadTooLarge, ResourceExhausted, DeadlineExceeded, Unavailable, Internal, Unauthenticated}
 
 // Valid reports whether c is one of Codes.
 func (c Code) Valid() bool {
@@ -61,6 +72,8 @@ func (c Code) HTTPStatus() int {
 		return 504
 	case Unavailable:
 		return 503
+	case Unauthenticated:
+		return 401
 	default:
 		return 500
 	}
@@ -125,6 +138,7 @@ var (
 	ErrDeadlineExceeded  = &Error{Code: DeadlineExceeded}
 	ErrUnavailable       = &Error{Code: Unavailable}
 	ErrInternal          = &Error{Code: Internal}
+	ErrUnauthenticated   = &Error{Code: Unauthenticated}
 )
 
 // CodeOf is the code of err: the code of the *Error it wraps, or Internal.

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/spf13/cobra"
 )
 
 func (c *cli) callCommand() *cobra.Command {
-	var natsURL string
+	var natsURL, secretFile, caller string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "call SERVICE OPERATION [JSON]",
@@ -23,7 +24,11 @@ func (c *cli) callCommand() *cobra.Command {
 		Long: `call sends JSON (default {}) to abi.svc.SERVICE.v1.OPERATION, prints the reply body on
 standard output and, on standard error, the engine instance that answered. A call that
 reached no engine is resent for a few seconds, as the SDK does during a handover.
-An error reply prints its code and message and exits 1.`,
+An error reply prints its code and message and exits 1.
+
+When the engines require service tokens (nats.jwt_secret_file), call signs one with the
+same secret: --jwt-secret-file, else nats.jwt_secret_file of abi-engine.yaml; the
+token's caller (sub) is --caller.`,
 		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
   abi-engine call keyvalue get '{"key":"greeting"}'`,
 		Args: cobra.RangeArgs(2, 3),
@@ -47,9 +52,20 @@ An error reply prints its code and message and exits 1.`,
 				return err
 			}
 			defer nc.Close()
-			t, err := client.NewTransport(nc, client.WithDefaultTimeout(timeout))
+			opts := []client.Option{client.WithDefaultTimeout(timeout)}
+			if !cmd.Flags().Changed("jwt-secret-file") {
+				secretFile = b.JWTSecretFile
+			}
+			if secretFile != "" {
+				secret, err := servicetoken.ReadSecretFile(secretFile)
+				if err != nil {
+					return usageError(&flagError{fmt.Errorf("--jwt-secret-file: %w", err)})
+				}
+				opts = append(opts, client.WithServiceToken(secret, caller))
+			}
+			t, err := client.NewTransport(nc, opts...)
 			if err != nil {
-				return runtimeError(err)
+				return usageError(&flagError{err})
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -70,6 +86,8 @@ An error reply prints its code and message and exits 1.`,
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the reply (default: nats.client_timeout_seconds, 10s unless set)")
+	cmd.Flags().StringVar(&secretFile, "jwt-secret-file", "", "file holding the HS256 secret to sign a service token with (default: nats.jwt_secret_file of abi-engine.yaml; none: no token)")
+	cmd.Flags().StringVar(&caller, "caller", "abi-engine-call", "the service token's caller (its sub)")
 	return cmd
 }
 

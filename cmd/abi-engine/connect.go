@@ -16,6 +16,9 @@ type brokerSettings struct {
 	URL     string
 	Options []nats.Option // the login and TLS of the configuration (internal/natsauth)
 	Timeout time.Duration // nats.client_timeout_seconds
+	// JWTSecretFile is nats.jwt_secret_file: the secret the service tokens of call are
+	// signed with, "" for none.
+	JWTSecretFile string
 }
 
 // brokerFor finds the broker of status and call: --nats, else ABI_NATS_URL, else
@@ -47,7 +50,7 @@ func settingsFor(cfg *config.Config, url string) (brokerSettings, error) {
 	if err != nil {
 		return brokerSettings{}, usageError(err)
 	}
-	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout()}, nil
+	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout(), JWTSecretFile: cfg.NATS.JWTSecretFile}, nil
 }
 
 // embeddedURL is where an engine with an embedded broker listening on listen is reached

@@ -11,9 +11,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/keyvalue/memory"
+	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
+	kvv1 "github.com/abi-engine/engine/proto/abi/keyvalue/v1"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -94,12 +98,36 @@ func BenchmarkKeyValueGet(b *testing.B) {
 	b.Run("primary-pool", func(b *testing.B) {
 		runGets(b, servePrimary(b, newStore(b)), subject, body)
 	})
+
+	// primary-protobuf is "primary" as a Python client calls it: a protobuf body and a
+	// service token the primary verifies (HS256) on every call.
+	b.Run("primary-protobuf", func(b *testing.B) {
+		svc := keyvalue.Service(newStore(b))
+		svc.Inline = true
+		pb, err := proto.Marshal(&kvv1.GetRequest{Context: &commonv1.CallContext{TimeoutMs: 10000}, Key: "bench-key"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		header := nats.Header{protocol.HeaderAuthToken: []string{mint(b, testSecret, "bench", time.Now())}}
+		runGetsWith(b, serveService(b, svc, withTokens(b)), subject, pb, header)
+	})
 }
 
 // runGets sends b.N gets from requesters goroutines and reports ops/s.
 func runGets(b *testing.B, nc *nats.Conn, subject string, body []byte) {
+	runGetsWith(b, nc, subject, body, nil)
+}
+
+// runGetsWith is runGets with headers on every request (nil: none).
+func runGetsWith(b *testing.B, nc *nats.Conn, subject string, body []byte, header nats.Header) {
 	b.Helper()
-	if _, err := nc.Request(subject, body, callTimeout); err != nil { // warm up, and prove it serves
+	request := func() (*nats.Msg, error) {
+		if header == nil {
+			return nc.Request(subject, body, callTimeout)
+		}
+		return nc.RequestMsg(&nats.Msg{Subject: subject, Data: body, Header: header}, callTimeout)
+	}
+	if _, err := request(); err != nil { // warm up, and prove it serves
 		b.Fatal(err)
 	}
 	var next, failed atomic.Int64
@@ -110,7 +138,7 @@ func runGets(b *testing.B, nc *nats.Conn, subject string, body []byte) {
 	for range requesters {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
-				m, err := nc.Request(subject, body, callTimeout)
+				m, err := request()
 				if err != nil || m.Header.Get(protocol.HeaderErrorCode) != "" || m.Header.Get(micro.ErrorCodeHeader) != "" {
 					failed.Add(1)
 				}

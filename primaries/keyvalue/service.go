@@ -7,9 +7,10 @@ import (
 	"github.com/abi-engine/engine/protocol"
 )
 
-// Service maps the keyvalue operations of design §4.3 onto store. Input is checked
-// before it reaches the store: malformed bodies, wrong member types, bad keys and
-// negative TTLs are INVALID_ARGUMENT errors that say what was wrong.
+// Service maps the keyvalue operations of design §4.3 onto store, in the JSON protocol
+// and the protobuf one (protobuf.go). Input is checked before it reaches the store:
+// malformed bodies, wrong member types, bad keys and negative TTLs are
+// INVALID_ARGUMENT errors that say what was wrong.
 func Service(store Store) primaries.Service {
 	h := handler{store: store}
 	return primaries.Service{
@@ -23,6 +24,7 @@ func Service(store Store) primaries.Service {
 			protocol.OpDeleteIfValueMatches: primaries.Handle(h.deleteIfValueMatches),
 			protocol.OpExists:               primaries.ReadOnly(primaries.Handle(h.exists)),
 		},
+		Protobuf: h.protobufOps(),
 	}
 }
 

@@ -32,14 +32,24 @@ func servePrimary(t testing.TB, store keyvalue.Store) *nats.Conn {
 	return serveService(t, keyvalue.Service(store))
 }
 
-// serveService is servePrimary for a service as given (Inline, for one).
-func serveService(t testing.TB, svc primaries.Service) *nats.Conn {
+// serveService is servePrimary for a service as given (Inline, for one); each of
+// with changes the primary's configuration.
+func serveService(t testing.TB, svc primaries.Service, with ...func(*primaries.Config)) *nats.Conn {
 	t.Helper()
-	srv := natstest.Start(t)
+	return serveServiceOn(t, natstest.Start(t), svc, with...)
+}
+
+// serveServiceOn is serveService on a broker of the test's choosing.
+func serveServiceOn(t testing.TB, srv *natstest.Server, svc primaries.Service, with ...func(*primaries.Config)) *nats.Conn {
+	t.Helper()
 	nc := natstest.Connect(t, srv.URL())
-	p, err := primaries.New(svc, primaries.Config{
+	cfg := primaries.Config{
 		Conn: nc, InstanceID: "engine-kv", MaxConcurrent: 64, LeaseValid: func() bool { return true },
-	})
+	}
+	for _, w := range with {
+		w(&cfg)
+	}
+	p, err := primaries.New(svc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

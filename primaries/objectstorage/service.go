@@ -13,7 +13,8 @@ import (
 	"github.com/abi-engine/engine/sessions"
 )
 
-// Service maps the object_storage operations of design §4.3 onto store. Names are
+// Service maps the object_storage operations of design §4.3 onto store, in the JSON
+// protocol and the protobuf one (protobuf.go). Names are
 // checked before they reach the store: a bad prefix or key is INVALID_ARGUMENT saying
 // what was wrong.
 func Service(store Store) primaries.Service {
@@ -28,6 +29,7 @@ func Service(store Store) primaries.Service {
 			protocol.OpListObjects:       primaries.ReadOnly(primaries.Handle(h.list)),
 			protocol.OpGetObjectMetadata: primaries.ReadOnly(primaries.Handle(h.metadata)),
 		},
+		Protobuf: h.protobufOps(),
 	}
 }
 

@@ -29,11 +29,15 @@ const callTimeout = 10 * time.Second
 
 // servePrimary serves the object_storage service over store on srv and returns a
 // client connection.
-func servePrimary(t *testing.T, srv *natstest.Server, store objectstorage.Store, instance string) *nats.Conn {
+func servePrimary(t *testing.T, srv *natstest.Server, store objectstorage.Store, instance string, with ...func(*primaries.Config)) *nats.Conn {
 	t.Helper()
-	p, err := primaries.New(objectstorage.Service(store), primaries.Config{
+	cfg := primaries.Config{
 		Conn: natstest.Connect(t, srv.URL()), InstanceID: instance, MaxConcurrent: 16, LeaseValid: func() bool { return true },
-	})
+	}
+	for _, w := range with {
+		w(&cfg)
+	}
+	p, err := primaries.New(objectstorage.Service(store), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

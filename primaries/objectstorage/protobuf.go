@@ -1,0 +1,161 @@
+package objectstorage
+
+// The object_storage protobuf contract (package abi.object_storage.v1), served beside
+// the JSON one on the same subjects. Where it differs from JSON the Python clients
+// expect it: a missing object is OBJECT_NOT_FOUND, a key may hold "/" (its leading
+// segments join the prefix), a listing with nothing under the prefix is
+// OBJECT_NOT_FOUND, and metadata is an ObjectMetaData naming the object, not a path
+// on this host.
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/abi-engine/engine/primaries"
+	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
+	osv1 "github.com/abi-engine/engine/proto/abi/object_storage/v1"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// protobufOps is the protobuf side of every operation of the service.
+func (h handler) protobufOps() map[string]primaries.ProtoOperation {
+	get := primaries.HandleProto(func() *osv1.GetObjectRequest { return new(osv1.GetObjectRequest) }, h.pbGet,
+		func(e *commonv1.CallError) *osv1.GetObjectResponse {
+			return &osv1.GetObjectResponse{Result: &osv1.GetObjectResponse_Error{Error: e}}
+		})
+	list := primaries.HandleProto(func() *osv1.ListObjectsRequest { return new(osv1.ListObjectsRequest) }, h.pbList,
+		func(e *commonv1.CallError) *osv1.ListObjectsResponse {
+			return &osv1.ListObjectsResponse{Result: &osv1.ListObjectsResponse_Error{Error: e}}
+		})
+	md := primaries.HandleProto(func() *osv1.GetObjectMetadataRequest { return new(osv1.GetObjectMetadataRequest) }, h.pbMetadata,
+		func(e *commonv1.CallError) *osv1.GetObjectMetadataResponse {
+			return &osv1.GetObjectMetadataResponse{Result: &osv1.GetObjectMetadataResponse_Error{Error: e}}
+		})
+	for _, op := range []*primaries.ProtoOperation{&get, &list, &md} {
+		op.Run = primaries.ReadOnly(op.Run)
+	}
+	return map[string]primaries.ProtoOperation{
+		protocol.OpGetObject:         get,
+		protocol.OpListObjects:       list,
+		protocol.OpGetObjectMetadata: md,
+		protocol.OpPutObject: primaries.HandleProto(func() *osv1.PutObjectRequest { return new(osv1.PutObjectRequest) }, h.pbPut,
+			func(e *commonv1.CallError) *osv1.PutObjectResponse { return &osv1.PutObjectResponse{Error: e} }),
+		protocol.OpDeleteObject: primaries.HandleProto(func() *osv1.DeleteObjectRequest { return new(osv1.DeleteObjectRequest) }, h.pbDelete,
+			func(e *commonv1.CallError) *osv1.DeleteObjectResponse { return &osv1.DeleteObjectResponse{Error: e} }),
+	}
+}
+
+// SplitKey is the prefix and key a name of the Python clients stands for: a key
+// "a/b/c.txt" under prefix "p" is the key "c.txt" under "p/a/b". Each segment is then
+// checked as in JSON (CheckName), so "a//b" or "../x" is still INVALID_ARGUMENT.
+func SplitKey(prefix, key string) (string, string) {
+	i := strings.LastIndexByte(key, '/')
+	if i < 0 {
+		return prefix, key
+	}
+	dir := key[:i]
+	if prefix != "" {
+		dir = prefix + "/" + dir
+	}
+	return dir, key[i+1:]
+}
+
+// pbName checks a protobuf request's name and returns it split (SplitKey).
+func pbName(prefix, key string) (string, string, error) {
+	prefix, key = SplitKey(prefix, key)
+	return prefix, key, CheckName(prefix, key)
+}
+
+// pbError is err as the protobuf contract codes it: a missing object is
+// OBJECT_NOT_FOUND, with the store's message.
+func pbError(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.NotFound {
+		return &protocol.Error{Code: protocol.ObjectNotFound, Message: pe.Message, Retryable: pe.Retryable}
+	}
+	return err
+}
+
+func (h handler) pbPut(ctx context.Context, r *osv1.PutObjectRequest) (*osv1.PutObjectResponse, error) {
+	prefix, key, err := pbName(r.Prefix, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	content := r.Content
+	if content == nil {
+		content = []byte{}
+	}
+	if err := h.store.PutObject(ctx, prefix, key, content); err != nil {
+		return nil, pbError(err)
+	}
+	return &osv1.PutObjectResponse{}, nil
+}
+
+func (h handler) pbGet(ctx context.Context, r *osv1.GetObjectRequest) (*osv1.GetObjectResponse, error) {
+	prefix, key, err := pbName(r.Prefix, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	content, err := h.store.GetObject(ctx, prefix, key)
+	if err != nil {
+		return nil, pbError(err)
+	}
+	if content == nil {
+		content = []byte{} // set even when empty: a client reads an unset result as "nothing"
+	}
+	return &osv1.GetObjectResponse{Result: &osv1.GetObjectResponse_Content{Content: content}}, nil
+}
+
+func (h handler) pbDelete(ctx context.Context, r *osv1.DeleteObjectRequest) (*osv1.DeleteObjectResponse, error) {
+	prefix, key, err := pbName(r.Prefix, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.store.DeleteObject(ctx, prefix, key); err != nil {
+		return nil, pbError(err)
+	}
+	return &osv1.DeleteObjectResponse{}, nil
+}
+
+// pbList lists the objects directly under the prefix, by key. A prefix with none is
+// OBJECT_NOT_FOUND, as the Python engine answers a prefix that does not exist.
+func (h handler) pbList(ctx context.Context, r *osv1.ListObjectsRequest) (*osv1.ListObjectsResponse, error) {
+	if err := CheckPrefix(r.Prefix); err != nil {
+		return nil, err
+	}
+	keys, err := h.store.ListObjects(ctx, r.Prefix)
+	if err != nil {
+		return nil, pbError(err)
+	}
+	if len(keys) == 0 {
+		return nil, protocol.Errorf(protocol.ObjectNotFound, "no object under prefix %.64q", r.Prefix)
+	}
+	return &osv1.ListObjectsResponse{Result: &osv1.ListObjectsResponse_Keys{Keys: &osv1.Keys{Keys: keys}}}, nil
+}
+
+// pbMetadata is what the store knows of an object: its name, size and modification
+// time; the other optional fields stay unset (unknown). file_path is "<prefix>/<key>",
+// a name in the store, never a path on this host.
+func (h handler) pbMetadata(ctx context.Context, r *osv1.GetObjectMetadataRequest) (*osv1.GetObjectMetadataResponse, error) {
+	prefix, key, err := pbName(r.Prefix, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	md, err := h.store.GetObjectMetadata(ctx, prefix, key)
+	if err != nil {
+		return nil, pbError(err)
+	}
+	path := key
+	if prefix != "" {
+		path = prefix + "/" + key
+	}
+	return &osv1.GetObjectMetadataResponse{Result: &osv1.GetObjectMetadataResponse_Metadata{Metadata: &osv1.ObjectMetaData{
+		FilePath:      path,
+		FileName:      key,
+		FileSizeBytes: md.Size,
+		ModifiedTime:  timestamppb.New(md.ModifiedAt),
+	}}}, nil
+}

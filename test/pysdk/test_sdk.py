@@ -1,0 +1,222 @@
+"""The Python SDK (naas-abi-sdk) against abi-engine, through the SDK's public API only:
+its facades (KeyValueService, ObjectStorageService), its generated clients
+(ABIClient.keyvalue, ABIClient.object_storage) and its exceptions. pysdk_test.go
+starts the engine and passes the broker's URL and the tokens in the environment.
+
+Every expectation names where it comes from: the SDK's own behaviour (its facades and
+exception classes) or the Python engine's contract that abi-engine reproduces."""
+
+import asyncio
+import importlib
+import importlib.metadata as md
+import os
+
+import pytest
+from naas_abi_proto.keyvalue.v1 import keyvalue_pb2 as kv
+from naas_abi_proto.object_storage.v1 import object_storage_pb2 as osp
+from naas_abi_sdk import ABIClient
+from naas_abi_sdk.services.errors import KVNotFoundError, ObjectNotFound, ServiceError
+from naas_abi_sdk.services.keyvalue import KeyValueService
+from naas_abi_sdk.services.object_storage import ObjectStorageService
+from naas_abi_sdk.transport import RPCError
+
+URL = os.environ["ABI_NATS_URL"]
+TOKEN = os.environ["ABI_TEST_TOKEN"]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def with_client(token, body):
+    async with ABIClient(URL, token, timeout=5.0) as client:
+        return await body(client)
+
+
+def test_probe():
+    """Logs what is installed and which SDK behaviours it has (never fails)."""
+    for dist in ("naas-abi-sdk", "naas-abi-proto", "nats-py", "protobuf"):
+        print(f"{dist} {md.version(dist)}")
+    import naas_abi_sdk.no_responders as nr
+    import naas_abi_sdk.transfer as xf
+
+    print("no_responders.transfer_open:", hasattr(nr, "transfer_open"))
+    for mod in ("naas_abi_sdk.lifeline", "naas_abi_sdk.health", "naas_abi_sdk.service_token"):
+        try:
+            importlib.import_module(mod)
+            print(mod, "importable")
+        except ImportError as exc:
+            print(mod, "missing:", exc)
+    print("transfer.read_legacy_upload:", hasattr(xf, "read_legacy_upload"))
+    print("keyvalue_pb2.ListKeysRequest:", hasattr(kv, "ListKeysRequest"))
+    from naas_abi_proto.discovery.v1 import discovery_pb2
+
+    print("RegisterRequest.rollout_id:", "rollout_id" in discovery_pb2.RegisterRequest.DESCRIPTOR.fields_by_name)
+
+
+def shapes(files):
+    """Every message of the abi.* packages: its fields by number, name, type, label,
+    oneof (proto3 optional's synthetic oneofs left out), presence and message type."""
+    out = {}
+    for fd in files:
+        if not fd.package.startswith("abi."):
+            continue
+        for m in fd.message_types_by_name.values():
+            out[m.full_name] = sorted(
+                (
+                    f.number,
+                    f.name,
+                    f.type,
+                    f.is_repeated,
+                    f.containing_oneof.name
+                    if f.containing_oneof and not f.containing_oneof.name.startswith("_")
+                    else None,
+                    f.has_presence,
+                    f.message_type.full_name if f.message_type else None,
+                )
+                for f in m.fields
+            )
+    return out
+
+
+def test_contracts_match_the_installed_proto():
+    """abi-engine's .proto files describe the same messages as the installed
+    naas-abi-proto: names, field numbers, types, labels, oneofs and presence."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from naas_abi_proto.common.v1 import common_pb2
+    from naas_abi_proto.transfer.v1 import transfer_pb2
+
+    theirs = shapes(m.DESCRIPTOR for m in (common_pb2, kv, osp, transfer_pb2))
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(os.environ["ABI_TEST_DESCRIPTORS"], "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for f in fds.file:
+        pool.Add(f)
+    ours = shapes(pool.FindFileByName(f.name) for f in fds.file)
+    assert len(theirs) >= 43
+    assert ours == theirs
+
+
+def test_keyvalue_round_trip():
+    """The facade's values (SDK services/keyvalue.py): None for set, bytes for get,
+    False not None for a refused set_if_not_exists, b"" not None for an empty value."""
+
+    async def body(client):
+        s = KeyValueService(client.keyvalue)
+        assert await s.set("pysdk:k", b"v") is None
+        assert await s.get("pysdk:k") == b"v"
+        assert await s.exists("pysdk:k") is True
+        assert await s.set_if_not_exists("pysdk:k", b"x") is False
+        assert await s.get("pysdk:k") == b"v"
+        assert await s.delete_if_value_matches("pysdk:k", b"w") is False
+        assert await s.delete_if_value_matches("pysdk:k", b"v") is True
+        assert await s.exists("pysdk:k") is False
+        await s.set("pysdk:empty", b"")
+        assert await s.get("pysdk:empty") == b""
+        assert await s.set_if_not_exists("pysdk:nx", b"1", ttl=60) is True
+        await s.set("pysdk:ttl", b"v", ttl=30)
+        assert await s.get("pysdk:ttl") == b"v"
+
+    run(with_client(TOKEN, body))
+
+
+def test_keyvalue_misses():
+    """A missing key is KV_NOT_FOUND (the Python engine's code): KVNotFoundError from
+    the facade, an RPCError carrying the response from the generated client; never
+    code "500" (which micro's error headers would make)."""
+
+    async def body(client):
+        s = KeyValueService(client.keyvalue)
+        with pytest.raises(KVNotFoundError) as e:
+            await s.get("pysdk:nope")
+        assert e.value.code == "KV_NOT_FOUND"
+        with pytest.raises(KVNotFoundError) as e:
+            await s.delete("pysdk:nope")
+        assert e.value.code == "KV_NOT_FOUND"
+        with pytest.raises(RPCError) as e:
+            await client.keyvalue.get(kv.GetRequest(key="pysdk:nope"))
+        assert e.value.code == "KV_NOT_FOUND"
+        assert e.value.response.error.code == "KV_NOT_FOUND"
+        assert e.value.response.error.message == "Key not found: pysdk:nope"
+
+    run(with_client(TOKEN, body))
+
+
+def test_keyvalue_bad_input():
+    """A ttl of 0 is refused INVALID_ARGUMENT by abi-engine (a documented difference:
+    the Python engine's backends disagree on it); the facade raises ServiceError with
+    the code, and nothing is stored."""
+
+    async def body(client):
+        s = KeyValueService(client.keyvalue)
+        with pytest.raises(ServiceError) as e:
+            await s.set("pysdk:ttl0", b"v", ttl=0)
+        assert e.value.code == "INVALID_ARGUMENT"
+        assert await s.exists("pysdk:ttl0") is False
+
+    run(with_client(TOKEN, body))
+
+
+@pytest.mark.parametrize("env", ["ABI_TEST_TOKEN_WRONG_SECRET", "ABI_TEST_TOKEN_EXPIRED", None])
+def test_auth_failures(env):
+    """Every token failure is UNAUTHENTICATED (the Python engine's code), for keyvalue
+    and object_storage alike, and nothing runs."""
+    token = os.environ[env] if env else "not-a-jwt"
+
+    async def body(client):
+        with pytest.raises(RPCError) as e:
+            await KeyValueService(client.keyvalue).set("pysdk:auth", b"v")
+        assert e.value.code == "UNAUTHENTICATED"
+        with pytest.raises(RPCError) as e:
+            await ObjectStorageService(client.object_storage).put_object("pysdk", "auth.txt", b"hi")
+        assert e.value.code == "UNAUTHENTICATED"
+
+    run(with_client(token, body))
+
+    async def check(client):
+        assert await KeyValueService(client.keyvalue).exists("pysdk:auth") is False
+
+    run(with_client(TOKEN, check))
+
+
+def test_empty_token_refused_by_the_sdk():
+    """The SDK refuses an empty token before it sends anything (SDK transport.py)."""
+
+    async def body(client):
+        with pytest.raises(ValueError):
+            await client.keyvalue.get(kv.GetRequest(key="k"))
+
+    run(with_client("", body))
+
+
+def test_objects_small():
+    """Small objects through the facade's unary put and the generated unary get;
+    OBJECT_NOT_FOUND as ObjectNotFound; metadata as the facade's ObjectMetaData."""
+
+    async def body(client):
+        s = ObjectStorageService(client.object_storage)
+        await s.put_object("pysdk", "a.txt", b"hi")
+        await s.put_object("pysdk", "d/b.txt", b"nested")
+        got = await client.object_storage.get_object(osp.GetObjectRequest(prefix="pysdk", key="a.txt"))
+        assert got.content == b"hi"
+        got = await client.object_storage.get_object(osp.GetObjectRequest(prefix="pysdk", key="d/b.txt"))
+        assert got.content == b"nested"
+        assert sorted(await s.list_objects("pysdk")) == ["a.txt"]
+        meta = await s.get_object_metadata("pysdk", "a.txt")
+        assert meta.file_size_bytes == 2
+        assert meta.file_name == "a.txt"
+        assert meta.file_path == "pysdk/a.txt"
+        assert meta.modified_time is not None and meta.modified_time.tzinfo is not None
+        assert meta.created_time is None and meta.mime_type is None
+        await s.delete_object("pysdk", "a.txt")
+        with pytest.raises(ObjectNotFound) as e:
+            await s.delete_object("pysdk", "a.txt")
+        assert e.value.code == "OBJECT_NOT_FOUND"
+        with pytest.raises(RPCError) as e:
+            await client.object_storage.get_object(osp.GetObjectRequest(prefix="pysdk", key="a.txt"))
+        assert e.value.code == "OBJECT_NOT_FOUND"
+        with pytest.raises(ObjectNotFound):
+            await s.list_objects("pysdk-nothing-here")
+
+    run(with_client(TOKEN, body))
