@@ -17,6 +17,7 @@ import (
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/sessions"
+	"github.com/abi-engine/engine/supervisor"
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -163,15 +164,19 @@ type Engine struct {
 	stopOnce sync.Once
 
 	// runtime, set by Load; the tree's services stop what they hold
-	natsURL    string
-	leaseConn  *nats.Conn // the lease's own connection (claim), set before loadServing reads it
-	actorSys   *actor.Engine
-	ownership  *actors.Ownership
-	root       *actors.Root
-	serving    *servingSet
-	kv         keyvalue.Store
-	objects    objectstorage.Store
-	stopPanics func() // ends the watch of the actors' panics
+	natsURL string
+	broker  *supervisor.Broker // the embedded broker this engine started
+	// foundBroker says how an engine with no URL found another engine's broker
+	// (brokerURL); "" when it uses nats.url or its own
+	foundBroker string
+	leaseConn   *nats.Conn // the lease's own connection (claim), set before loadServing reads it
+	actorSys    *actor.Engine
+	ownership   *actors.Ownership
+	root        *actors.Root
+	serving     *servingSet
+	kv          keyvalue.Store
+	objects     objectstorage.Store
+	stopPanics  func() // ends the watch of the actors' panics
 
 	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
 	steppedDown, stepDownStay atomic.Bool
@@ -355,7 +360,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		return e.loadClient(ctx, url)
 	}
 	if err != nil {
-		return err
+		return e.refusal(err)
 	}
 	return e.loadServing(ctx, state)
 }

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/protocol"
+)
+
+// TestTwoEnginesInOneDirectoryShareNoStore is issue 26 finding 1: a second engine
+// started beside the first in the same working directory, with no URL, finds the
+// first's broker (at nats.embedded.listen, or through the lock of the store directory
+// when the broker listens on a random port) and is refused naming the first, exit 3,
+// without touching the store; every write the first acknowledged is read back after
+// the first restarts.
+func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
+	cases := []struct {
+		name   string
+		listen func(t *testing.T) string
+		says   string // how the second found the first's broker
+	}{
+		{"a fixed listen address", func(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }, "nats.embedded.listen"},
+		{"a random port", func(*testing.T) string { return "127.0.0.1:0" }, filepath.Join("data", "nats", "abi-engine.lock")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := filepath.Join(dir, "data", "nats")
+			// Only the address the test can give without taking 4222 from the machine:
+			// store_dir, the URL and every other key keep their defaults.
+			writeConfig(t, dir, fmt.Sprintf("nats:\n  embedded: {listen: %q}\n  engine: {lease_seconds: 2, drain_seconds: 1}\n", tc.listen(t)))
+			firstPort := freePort(t)
+			first := startArgs(t, "first", dir, firstPort, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", firstPort))
+			first.waitState("serving", 30*time.Second)
+			id := first.instanceID()
+			url := brokerOf(t, first)
+
+			w := startWrites(t, url, 4)
+			w.waitAcked(t, 200, 30*time.Second)
+			before := storeFiles(t, store)
+
+			secondPort := freePort(t)
+			second := startArgs(t, "second", dir, secondPort, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", secondPort))
+			code := second.exitCode(60 * time.Second)
+			out := second.out.String()
+			if code != 3 || !strings.Contains(out, id) || !strings.Contains(out, tc.says) {
+				t.Fatalf("the second engine: exit %d, want 3 naming the first (%s) and %s\n%s", code, id, tc.says, out)
+			}
+			t.Logf("the second engine: exit %d: %s", code, lastLine(out))
+			if after := storeFiles(t, store); !sameFiles(before, after) {
+				t.Errorf("the second engine touched the store:\nbefore %v\nafter  %v", before, after)
+			}
+			first.waitState("serving", time.Second)
+
+			acked := w.halt(t)
+			first.signal(syscall.SIGTERM)
+			if code := first.exitCode(30 * time.Second); code != 0 {
+				t.Fatalf("the first engine exited %d after SIGTERM", code)
+			}
+			again := startArgs(t, "first again", dir, firstPort, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", firstPort))
+			again.waitState("serving", 30*time.Second)
+			if lost := readBack(t, brokerOf(t, again), acked); len(lost) > 0 {
+				t.Fatalf("%d of %d acknowledged writes are gone, e.g. %v", len(lost), len(acked), lost[:min(5, len(lost))])
+			}
+			t.Logf("%d acknowledged writes read back", len(acked))
+			again.signal(syscall.SIGTERM)
+			if code := again.exitCode(30 * time.Second); code != 0 {
+				t.Fatalf("the restarted engine exited %d after SIGTERM", code)
+			}
+		})
+	}
+}
+
+// brokerOf is the URL of the embedded broker of p, as its log says.
+func brokerOf(t *testing.T, p *proc) string {
+	t.Helper()
+	p.waitLog("embedded nats-server ready", 10*time.Second)
+	for line := range strings.SplitSeq(p.out.String(), "\n") {
+		if !strings.Contains(line, "embedded nats-server ready") {
+			continue
+		}
+		var entry struct{ URL string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || entry.URL == "" {
+			t.Fatalf("%s: no URL in %q: %v", p.name, line, err)
+		}
+		return entry.URL
+	}
+	t.Fatalf("%s: no embedded broker in its log", p.name)
+	return ""
+}
+
+// storeFiles is every file under the store with its size and modification time, but
+// the first engine's own writes: its message blocks, which grow as it serves.
+func storeFiles(t *testing.T, store string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(store, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(store, path)
+		if d.IsDir() || strings.HasSuffix(path, ".blk") {
+			files[rel] = ""
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files[rel] = fmt.Sprintf("%d %s", info.Size(), info.ModTime().Format(time.RFC3339Nano))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func sameFiles(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// writes sets keys through the SDK and records those the engine acknowledged.
+type writes struct {
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	acked []string
+	more  chan struct{} // a signal per acknowledged write, dropped when nobody waits
+}
+
+func startWrites(t *testing.T, url string, workers int) *writes {
+	t.Helper()
+	tr, err := client.NewTransport(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writes{stop: cancel, more: make(chan struct{}, 1)}
+	for n := range workers {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				key := fmt.Sprintf("w%d-%d", n, i)
+				if _, err := call(ctx, tr, protocol.OpSet, protocol.KVSetRequest{Key: key, Value: []byte(key)}, nil); err != nil {
+					continue
+				}
+				w.mu.Lock()
+				w.acked = append(w.acked, key)
+				w.mu.Unlock()
+				select {
+				case w.more <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { w.halt(t) })
+	return w
+}
+
+func (w *writes) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+func (w *writes) waitAcked(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for w.count() < n {
+		select {
+		case <-w.more:
+		case <-deadline:
+			t.Fatalf("%d writes acknowledged within %s, want %d", w.count(), within, n)
+		}
+	}
+}
+
+// halt stops the writers and returns the keys whose writes were acknowledged.
+func (w *writes) halt(*testing.T) []string {
+	w.stop()
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.acked...)
+}
+
+// readBack gets every key in keys and returns those not found with their value.
+func readBack(t *testing.T, url string, keys []string) []string {
+	t.Helper()
+	tr, err := client.NewTransport(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for _, key := range keys {
+		var got protocol.KVGetReply
+		if _, err := call(context.Background(), tr, protocol.OpGet, protocol.KVKeyRequest{Key: key}, &got); err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		if !got.Found || string(got.Value) != key {
+			lost = append(lost, key)
+		}
+	}
+	return lost
+}
+
+// lastLine is the last line of out that is not empty.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
+}
