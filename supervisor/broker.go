@@ -187,21 +187,23 @@ func (b *Broker) Serve(ctx context.Context) error {
 		return b.fail(fmt.Errorf("supervisor: embedded broker on %s (store %s): %w", b.listen, b.storeDir, err))
 	}
 	addr := srv.Addr().(*net.TCPAddr)
+	url := fmt.Sprintf("nats://%s", net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port)))
 	b.mu.Lock()
-	b.url = fmt.Sprintf("nats://%s", net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port)))
+	// Recorded before anyone is told the broker is ready, so whoever finds the lock
+	// taken from then on finds the broker behind it.
+	if err := b.lock.SetURL(url); err != nil {
+		// The lock holds without it; an engine that finds it taken cannot name the
+		// broker, only the process.
+		b.log.Warn("recording the broker's URL in the store directory's lock file", zap.Error(err))
+	}
+	b.url = url
 	b.err = nil
 	select {
 	case <-b.ready:
 	default:
 		close(b.ready)
 	}
-	url, lock := b.url, b.lock
 	b.mu.Unlock()
-	if err := lock.SetURL(url); err != nil {
-		// The lock holds without it; an engine that finds it taken cannot name the
-		// broker, only the process.
-		b.log.Warn("recording the broker's URL in the store directory's lock file", zap.Error(err))
-	}
 	b.log.Info("embedded nats-server ready", zap.String("url", url), zap.String("store_dir", b.storeDir))
 	<-ctx.Done()
 	return ctx.Err()

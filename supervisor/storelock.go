@@ -115,10 +115,13 @@ func (l *StoreLock) write() error {
 	if err != nil {
 		return err
 	}
-	if err := l.f.Truncate(0); err != nil {
+	// Written over the old record, then cut to its length, never emptied first: a
+	// reader sees one record or the other (the record only grows, with the URL).
+	b = append(b, '\n')
+	if _, err := l.f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("supervisor: write %s: %w", l.path, err)
 	}
-	if _, err := l.f.WriteAt(append(b, '\n'), 0); err != nil {
+	if err := l.f.Truncate(int64(len(b))); err != nil {
 		return fmt.Errorf("supervisor: write %s: %w", l.path, err)
 	}
 	return nil
