@@ -15,6 +15,7 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/protocol"
+	"github.com/abi-engine/engine/supervisor"
 )
 
 // TestTwoEnginesInOneDirectoryShareNoStore is issue 26 finding 1: a second engine
@@ -79,6 +80,31 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestALockedStoreWithNoBrokerToReachRefusesTheStart: a store directory locked by a
+// process whose lock file names no broker (it has not started one yet, or what it
+// names does not answer) refuses an engine with no URL, exit 3, naming the lock file and
+// the holder, before anything is written into the store.
+func TestALockedStoreWithNoBrokerToReachRefusesTheStart(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "data", "nats")
+	lock, err := supervisor.LockStore(store, "the-test-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	writeConfig(t, dir, "nats:\n  embedded: {listen: \"127.0.0.1:0\"}\n  connect_timeout_seconds: 1\n")
+	before := storeFiles(t, store)
+	code, out := runCommand(t, dir, nil, "run", "--http", "")
+	if code != 3 || !strings.Contains(out, filepath.Join("data", "nats", supervisor.LockFile)) ||
+		!strings.Contains(out, "the-test-holder") || !strings.Contains(out, fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("exit %d, want 3 naming the lock file and its holder\n%s", code, out)
+	}
+	if after := storeFiles(t, store); !sameFiles(before, after) {
+		t.Errorf("the refused engine touched the store:\nbefore %v\nafter  %v", before, after)
+	}
+	t.Logf("exit %d: %s", code, lastLine(out))
 }
 
 // brokerOf is the URL of the embedded broker of p, as its log says.
