@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,14 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 		listen func(t *testing.T) string
 		says   string // how the second found the first's broker
 	}{
+		{"no configuration", func(t *testing.T) string {
+			if l, err := net.Listen("tcp", "127.0.0.1:4222"); err != nil {
+				t.Skipf("the embedded broker's default port 4222 is in use here: %v", err)
+			} else {
+				l.Close()
+			}
+			return ""
+		}, "nats.embedded.listen 127.0.0.1:4222"},
 		{"a fixed listen address", func(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }, "nats.embedded.listen"},
 		{"a random port", func(*testing.T) string { return "127.0.0.1:0" }, filepath.Join("data", "nats", "abi-engine.lock")},
 	}
@@ -37,9 +46,12 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			store := filepath.Join(dir, "data", "nats")
-			// Only the address the test can give without taking 4222 from the machine:
-			// store_dir, the URL and every other key keep their defaults.
-			writeConfig(t, dir, fmt.Sprintf("nats:\n  embedded: {listen: %q}\n  engine: {lease_seconds: 2, drain_seconds: 1}\n", tc.listen(t)))
+			// With a listen address, only it and a short lease: store_dir, the URL and
+			// every other key keep their defaults. Without one, no file at all: the quick
+			// start, on 4222.
+			if listen := tc.listen(t); listen != "" {
+				writeConfig(t, dir, fmt.Sprintf("nats:\n  embedded: {listen: %q}\n  engine: {lease_seconds: 2, drain_seconds: 1}\n", listen))
+			}
 			firstPort := freePort(t)
 			first := startArgs(t, "first", dir, firstPort, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", firstPort))
 			first.waitState("serving", 30*time.Second)
@@ -59,7 +71,7 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 			}
 			t.Logf("the second engine: exit %d: %s", code, lastLine(out))
 			if after := storeFiles(t, store); !sameFiles(before, after) {
-				t.Errorf("the second engine touched the store:\nbefore %v\nafter  %v", before, after)
+				t.Errorf("the second engine touched the store: %s", diffFiles(before, after))
 			}
 			first.waitState("serving", time.Second)
 
@@ -102,7 +114,7 @@ func TestALockedStoreWithNoBrokerToReachRefusesTheStart(t *testing.T) {
 		t.Fatalf("exit %d, want 3 naming the lock file and its holder\n%s", code, out)
 	}
 	if after := storeFiles(t, store); !sameFiles(before, after) {
-		t.Errorf("the refused engine touched the store:\nbefore %v\nafter  %v", before, after)
+		t.Errorf("the refused engine touched the store: %s", diffFiles(before, after))
 	}
 	t.Logf("exit %d: %s", code, lastLine(out))
 }
@@ -126,7 +138,9 @@ func brokerOf(t *testing.T, p *proc) string {
 }
 
 // storeFiles is every file under the store with its size and modification time, but
-// the first engine's own writes: its message blocks, which grow as it serves.
+// the first engine's own writes: its message blocks (*.blk), which grow, and roll to a
+// new one, as it serves. What a second nats-server on the store writes (index.db,
+// thw.db, meta files) and the lock file are all there.
 func storeFiles(t *testing.T, store string) map[string]string {
 	t.Helper()
 	files := map[string]string{}
@@ -135,7 +149,10 @@ func storeFiles(t *testing.T, store string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(store, path)
-		if d.IsDir() || strings.HasSuffix(path, ".blk") {
+		if strings.HasSuffix(path, ".blk") {
+			return nil
+		}
+		if d.IsDir() {
 			files[rel] = ""
 			return nil
 		}
@@ -150,6 +167,22 @@ func storeFiles(t *testing.T, store string) map[string]string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// diffFiles says which files differ between a and b.
+func diffFiles(a, b map[string]string) string {
+	var d []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			d = append(d, fmt.Sprintf("%s: %q -> %q", k, v, w))
+		}
+	}
+	for k, w := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("%s: new (%q)", k, w))
+		}
+	}
+	return strings.Join(d, "; ")
 }
 
 func sameFiles(a, b map[string]string) bool {
