@@ -92,6 +92,9 @@ func maskInfo(info string) string {
 
 // schemeURLs masks the user info of every scheme://...@ in s.
 func schemeURLs(s string) string {
+	// A log entry in JSON escapes every quote inside a string: one that is not escaped
+	// ends the string, and so the URL in it.
+	jsonEntry := strings.HasPrefix(s, "{")
 	var b strings.Builder
 	rest := s
 	for {
@@ -103,7 +106,7 @@ func schemeURLs(s string) string {
 		start := i + len("://")
 		b.WriteString(rest[:start])
 		rest = rest[start:]
-		at := strings.LastIndexByte(rest[:urlEnd(rest)], '@')
+		at := strings.LastIndexByte(rest[:urlEnd(rest, jsonEntry)], '@')
 		if at < 0 {
 			continue
 		}
@@ -113,11 +116,15 @@ func schemeURLs(s string) string {
 }
 
 // urlEnd is where the URL that rest begins (after its ://) can end at the latest: the
-// start of the next URL (its scheme), a line's end, or the end of rest.
-func urlEnd(rest string) int {
+// start of the next URL (its scheme), a line's end, the end of its JSON string (in a
+// JSON entry), or the end of rest.
+func urlEnd(rest string, jsonEntry bool) int {
 	end := len(rest)
 	if nl := strings.IndexAny(rest, "\r\n"); nl >= 0 {
 		end = nl
+	}
+	if jsonEntry {
+		end = min(end, unescapedQuote(rest))
 	}
 	if next := strings.Index(rest[:end], "://"); next >= 0 {
 		k := next
@@ -127,6 +134,25 @@ func urlEnd(rest string) int {
 		end = k
 	}
 	return end
+}
+
+// unescapedQuote is the index of the first " in s not escaped by a backslash, len(s)
+// when there is none.
+func unescapedQuote(s string) int {
+	backslashes := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			backslashes++
+			continue
+		case '"':
+			if backslashes%2 == 0 {
+				return i
+			}
+		}
+		backslashes = 0
+	}
+	return len(s)
 }
 
 func isSchemeByte(c byte) bool { return isAlnum(c) || c == '+' || c == '-' || c == '.' }

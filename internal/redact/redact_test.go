@@ -38,6 +38,9 @@ func TestString(t *testing.T) {
 		{"t0ken@127.0.0.1", "xxxxx@127.0.0.1"},
 		{"a:p1@n1:4222, t0k@[::1]:4222", "a:xxxxx@n1:4222, xxxxx@[::1]:4222"},
 		{"password=SE;CRET(x host=db", "password=xxxxx host=db"},
+		// A JSON entry: the URL ends with its string, not at an @ of a later field.
+		{`{"url":"nats://semi:p\"w\\@h:1","pid":"local/transfer@abc"}`, `{"url":"nats://semi:xxxxx@h:1","pid":"local/transfer@abc"}`},
+		{`{"endpoint":"http://otel:4318","subject":"abi.svc.kv.v1.transfer@abc"}`, `{"endpoint":"http://otel:4318","subject":"abi.svc.kv.v1.transfer@abc"}`},
 	}
 	for _, tc := range cases {
 		if got := String(tc.in); got != tc.want {
