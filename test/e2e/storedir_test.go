@@ -119,6 +119,33 @@ func TestALockedStoreWithNoBrokerToReachRefusesTheStart(t *testing.T) {
 	t.Logf("exit %d: %s", code, lastLine(out))
 }
 
+// TestAKilledEnginesLockIsLetGo: the lock dies with its process, however it ends: an
+// engine killed with SIGKILL leaves a lock file naming it, and the next engine in the
+// directory takes the lock, starts the broker on the same store and serves, with every
+// write the killed one acknowledged.
+func TestAKilledEnginesLockIsLetGo(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "nats:\n  embedded: {listen: \"127.0.0.1:0\"}\n  engine: {lease_seconds: 2, drain_seconds: 1}\n")
+	port := freePort(t)
+	first := startArgs(t, "first", dir, port, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", port))
+	first.waitState("serving", 30*time.Second)
+	w := startWrites(t, brokerOf(t, first), 2)
+	w.waitAcked(t, 100, 30*time.Second)
+	acked := w.halt(t)
+	first.signal(syscall.SIGKILL)
+	first.exitCode(10 * time.Second)
+
+	next := startArgs(t, "next", dir, port, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", port))
+	next.waitState("serving", 30*time.Second)
+	if lost := readBack(t, brokerOf(t, next), acked); len(lost) > 0 {
+		t.Fatalf("%d of %d acknowledged writes are gone, e.g. %v", len(lost), len(acked), lost[:min(5, len(lost))])
+	}
+	next.signal(syscall.SIGTERM)
+	if code := next.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("the next engine exited %d after SIGTERM", code)
+	}
+}
+
 // brokerOf is the URL of the embedded broker of p, as its log says.
 func brokerOf(t *testing.T, p *proc) string {
 	t.Helper()
