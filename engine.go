@@ -164,19 +164,21 @@ type Engine struct {
 	stopOnce sync.Once
 
 	// runtime, set by Load; the tree's services stop what they hold
-	natsURL string
-	broker  *supervisor.Broker // the embedded broker this engine started
-	// foundBroker says how an engine with no URL found another engine's broker
-	// (brokerURL); "" when it uses nats.url or its own
+	natsURL    string
+	leaseConn  *nats.Conn // the lease's own connection (claim), set before loadServing reads it
+	actorSys   *actor.Engine
+	ownership  *actors.Ownership
+	root       *actors.Root
+	serving    *servingSet
+	kv         keyvalue.Store
+	objects    objectstorage.Store
+	stopPanics func() // ends the watch of the actors' panics
+
+	// the embedded broker this engine started, whose store lock teardown lets go; and
+	// how an engine with no URL found another engine's broker instead (brokerURL), ""
+	// when it uses nats.url or its own
+	broker      *supervisor.Broker
 	foundBroker string
-	leaseConn   *nats.Conn // the lease's own connection (claim), set before loadServing reads it
-	actorSys    *actor.Engine
-	ownership   *actors.Ownership
-	root        *actors.Root
-	serving     *servingSet
-	kv          keyvalue.Store
-	objects     objectstorage.Store
-	stopPanics  func() // ends the watch of the actors' panics
 
 	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
 	steppedDown, stepDownStay atomic.Bool
