@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/natsauth"
+	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/supervisor"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -14,38 +16,38 @@ import (
 // This file is how an engine finds its broker and connects to it.
 
 // brokerURL is the broker the engine uses: nats.url when it is set. With nats.url
-// empty, a serving engine starts the embedded broker; a client and an auto engine first
-// look for a NATS server at nats.embedded.listen (where the embedded broker of a
-// serving engine on this host listens) and use it. Finding none, an auto engine starts
-// the embedded broker and serves, and a client fails naming the address (loadClient):
-// a client never keeps data on this host.
+// empty, every engine first looks for a NATS server at nats.embedded.listen (where the
+// embedded broker of an engine on this host listens) and uses it: a client and an auto
+// engine as its clients, a serving engine to claim the lease through it, so it is
+// refused naming the engine that serves (or stands by, or serves when none does)
+// rather than starting a second broker. Finding none, a serving or auto engine takes
+// the lock of nats.embedded.store_dir and starts the embedded broker; a lock another
+// engine holds sends it to that engine's broker, named in the lock file, in the same
+// way (a broker on a random port included), and is a *supervisor.StoreLockedError when
+// that broker cannot be reached. Either way the engine never opens a store another
+// broker holds. A client finding no server fails naming the address (loadClient): a
+// client never keeps data on this host.
 func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 	n := e.cfg.NATS
 	if !n.EmbeddedBroker() {
 		return n.URL, nil
 	}
-	switch n.Engine.Role {
-	case config.RoleClient:
-		url, err := n.EmbeddedURL()
+	role := n.Engine.Role
+	url, err := n.EmbeddedURL()
+	if role == config.RoleClient {
 		if err != nil {
 			return "", fmt.Errorf("engine: a client engine starts no broker: %w", err)
 		}
 		return e.useBroker(url), nil
-	case config.RoleAuto:
-		url, err := n.EmbeddedURL()
+	}
+	if err == nil { // port 0 names no address to look at: the lock says where a broker is
+		found, err := e.probe(ctx, url)
 		if err != nil {
-			break // port 0: nowhere to look; this engine hosts the broker
-		}
-		cc, err := e.connConfig(url, "probe")
-		if err != nil {
-			return "", err
-		}
-		found, err := supervisor.Probe(ctx, cc)
-		if err != nil {
-			return "", fmt.Errorf("engine: nats.url is empty, so this auto engine looked for a NATS server at %s (nats.embedded.listen): %w", n.Embedded.Listen, err)
+			return "", fmt.Errorf("engine: nats.url is empty, so this %s engine looked for a NATS server at %s (nats.embedded.listen): %w", role, n.Embedded.Listen, err)
 		}
 		if found {
 			e.log.Info("nats.url is empty and a NATS server answers at nats.embedded.listen: using it", zap.String("url", url))
+			e.setFoundBroker(fmt.Sprintf("listening at nats.embedded.listen %s", n.Embedded.Listen))
 			return e.useBroker(url), nil
 		}
 		e.log.Info("nats.url is empty and no NATS server answers at nats.embedded.listen: starting the embedded one", zap.String("url", url))
@@ -58,12 +60,85 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}
+	if err := b.Lock(e.InstanceID()); err != nil {
+		if url, ok := e.lockHoldersBroker(ctx, err); ok {
+			return e.useBroker(url), nil
+		}
+		return "", fmt.Errorf("engine: embedded broker: %w", err)
+	}
+	e.mu.Lock()
+	e.broker = b
+	e.mu.Unlock()
 	e.tree.add(svcBroker, b)
-	url, err := b.URL(ctx)
+	url, err = b.URL(ctx)
 	if err != nil {
 		return "", err
 	}
 	return e.useBroker(url), nil
+}
+
+// lockHoldersBroker is the broker of the engine whose lock on the store directory
+// stopped this one from starting its own (err), when the lock file names it and it
+// answers.
+func (e *Engine) lockHoldersBroker(ctx context.Context, err error) (string, bool) {
+	var locked *supervisor.StoreLockedError
+	if !errors.As(err, &locked) || locked.Holder == nil || locked.Holder.URL == "" {
+		return "", false
+	}
+	url := locked.Holder.URL
+	if found, err := e.probe(ctx, url); err != nil || !found {
+		e.log.Warn("the store directory's lock names a broker that does not take this engine", zap.String("lock", locked.Path),
+			zap.String("holder", locked.Holder.String()), zap.Error(err))
+		return "", false
+	}
+	e.log.Info("another engine holds the store directory's lock: using its broker", zap.String("lock", locked.Path),
+		zap.String("holder", locked.Holder.String()))
+	e.setFoundBroker(fmt.Sprintf("named by the lock %s of the store directory, held by %s", locked.Path, locked.Holder))
+	return url, true
+}
+
+// probe tries one connection to url, as supervisor.Probe.
+func (e *Engine) probe(ctx context.Context, url string) (bool, error) {
+	cc, err := e.connConfig(url, "probe")
+	if err != nil {
+		return false, err
+	}
+	return supervisor.Probe(ctx, cc)
+}
+
+// setFoundBroker records how the engine found the broker of another engine, which a
+// refusal of its claim names.
+func (e *Engine) setFoundBroker(how string) {
+	e.mu.Lock()
+	e.foundBroker = how
+	e.mu.Unlock()
+}
+
+// refusal adds to a refused claim (err) how this engine, with no URL, came to claim
+// through another engine's broker instead of starting its own.
+func (e *Engine) refusal(err error) error {
+	e.mu.Lock()
+	how := e.foundBroker
+	e.mu.Unlock()
+	var already *lease.AlreadyServingError
+	if how == "" || !errors.As(err, &already) {
+		return err
+	}
+	return fmt.Errorf("%w (nats.url is empty and this engine claimed through the broker %s, which it does not start twice)", err, how)
+}
+
+// closeBroker lets the store directory's lock go once the broker is out of the tree.
+func (e *Engine) closeBroker() {
+	e.mu.Lock()
+	b := e.broker
+	e.broker = nil
+	e.mu.Unlock()
+	if b == nil {
+		return
+	}
+	if err := b.Close(); err != nil {
+		e.log.Warn("letting the store directory's lock go", zap.Error(err))
+	}
 }
 
 // useBroker records url as the broker of the engine.

@@ -18,6 +18,7 @@ import (
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/sessions"
+	"github.com/abi-engine/engine/supervisor"
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -174,6 +175,12 @@ type Engine struct {
 	kv         keyvalue.Store
 	objects    objectstorage.Store
 	stopPanics func() // ends the watch of the actors' panics
+
+	// the embedded broker this engine started, whose store lock teardown lets go; and
+	// how an engine with no URL found another engine's broker instead (brokerURL), ""
+	// when it uses nats.url or its own
+	broker      *supervisor.Broker
+	foundBroker string
 
 	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
 	steppedDown, stepDownStay atomic.Bool
@@ -357,7 +364,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		return e.loadClient(ctx, url)
 	}
 	if err != nil {
-		return err
+		return e.refusal(err)
 	}
 	return e.loadServing(ctx, state)
 }

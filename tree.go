@@ -151,7 +151,10 @@ func (s onStop) Serve(ctx context.Context) error {
 
 // teardown stops what Load started, in stopOrder. It is idempotent; the first caller
 // does the work and later ones return at once.
-func (e *Engine) teardown() { e.tree.stop() }
+func (e *Engine) teardown() {
+	e.tree.stop()
+	e.closeBroker()
+}
 
 // stopActors is the actors' part of the teardown, in order: the root first, so no role
 // command reaches a member behind it; the members (they stop at once, answer what they

@@ -3,6 +3,8 @@ package config
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/abi-engine/engine/internal/redact"
 )
 
 // maxShown bounds a key or a value as a message shows it, and maxRule a rule. A value of
@@ -30,5 +32,7 @@ func shorten(s string, max int) string {
 	return s[:cut] + "…" + closing + " (" + strconv.Itoa(len(s)) + " bytes, cut)"
 }
 
-// quote is strconv.Quote for a value embedded in a rule, cut like any shown value.
-func quote(s string) string { return shorten(strconv.Quote(s), maxShown) }
+// quote is strconv.Quote for a value embedded in a rule, cut like any shown value. It
+// is redacted before it is cut: a cut could fall between a password and the @ that
+// tells it is one.
+func quote(s string) string { return shorten(strconv.Quote(redact.String(s)), maxShown) }

@@ -38,8 +38,9 @@ func (i Issue) String() string {
 		b.WriteString("the document")
 	}
 	if i.Value != "" {
+		// Redacted before it is cut, as quote does.
 		b.WriteString(" = ")
-		b.WriteString(shorten(i.Value, maxShown))
+		b.WriteString(shorten(redact.String(i.Value), maxShown))
 	}
 	if i.Origin != "" {
 		b.WriteString(" (")
@@ -47,7 +48,7 @@ func (i Issue) String() string {
 		b.WriteString(")")
 	}
 	b.WriteString(": ")
-	b.WriteString(shorten(i.Rule, maxRule))
+	b.WriteString(shorten(redact.String(i.Rule), maxRule))
 	// A value may be a URL or a connection string with a password, and a rule may quote
 	// one: what an Issue says is redacted, whatever holds it.
 	return redact.String(b.String())
@@ -218,7 +219,7 @@ func (c *Config) check(issues []Issue) []Issue {
 
 	n := c.NATS
 	if rule := natsURLRule(n.URL); rule != "" {
-		bad(keyNATSURL, q(n.URL), rule)
+		bad(keyNATSURL, q(redact.URLList(n.URL)), rule)
 	}
 	if !validListen(n.Embedded.Listen) {
 		bad(keyEmbeddedListen, q(n.Embedded.Listen), ruleEmbeddedListen)
@@ -423,6 +424,20 @@ func validListen(s string) bool {
 
 var natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
 
+// showPart quotes an element of the list s that is not a URL, its user info masked.
+// An element with no @ in a list with one may be the first half of a password a comma
+// cut in two (nats.go splits the list at commas): all of it after the scheme is masked.
+func showPart(s, part string) string {
+	if !strings.Contains(part, "@") && strings.Contains(s, "@") {
+		scheme, _, ok := strings.Cut(part, "://")
+		if !ok {
+			return quote(redact.Mask)
+		}
+		return quote(scheme + "://" + redact.Mask)
+	}
+	return quote(redact.URLList(part))
+}
+
 // natsURLRule returns "" when s is a valid nats.url, else the rule naming the first
 // element that breaks it.
 func natsURLRule(s string) string {
@@ -437,11 +452,11 @@ func natsURLRule(s string) string {
 		}
 		u, err := url.Parse(part)
 		if err != nil || !natsSchemes[strings.ToLower(u.Scheme)] || u.Hostname() == "" {
-			return fmt.Sprintf("%s; %s is not one", rule, quote(part))
+			return fmt.Sprintf("%s; %s is not one", rule, showPart(s, part))
 		}
 		if p := u.Port(); p != "" {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-				return fmt.Sprintf("%s; %s has a port outside 1..65535", rule, quote(part))
+				return fmt.Sprintf("%s; %s has a port outside 1..65535", rule, showPart(s, part))
 			}
 		}
 	}

@@ -14,17 +14,21 @@ import (
 )
 
 // Broker is an embedded nats-server with JetStream, the development default when no
-// NATS URL is configured. Its data lives in StoreDir, so it is local storage.
+// NATS URL is configured. Its data lives in StoreDir, so it is local storage. It holds
+// the store directory's lock (storelock.go) from before its nats-server starts until
+// it stops for good, so no second broker ever opens the same files.
 type Broker struct {
 	listen   string
 	storeDir string
 	auth     BrokerAuth
 	log      *zap.Logger
 
-	mu    sync.Mutex
-	url   string
-	ready chan struct{} // closed once the server accepts connections
-	err   error         // why it could not start, when ready is closed without a URL
+	mu       sync.Mutex
+	lock     *StoreLock // held across restarts; let go by a stop (Serve's ctx ends) or Close
+	instance string     // who the lock file names
+	url      string
+	ready    chan struct{} // closed once the server accepts connections
+	err      error         // why it could not start, when ready is closed without a URL
 }
 
 // BrokerAuth is the one login the embedded broker requires, the engine's own (its
@@ -58,6 +62,46 @@ func NewBroker(listen, storeDir string, log *zap.Logger, auth ...BrokerAuth) (*B
 
 func (b *Broker) String() string { return "embedded nats-server" }
 
+// Lock takes the lock of the store directory now, naming instance as its holder, so
+// the caller learns that another broker holds it (a *StoreLockedError) before it
+// starts this one. Serve takes it when Lock was not called.
+func (b *Broker) Lock(instance string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.instance = instance
+	return b.lockLocked()
+}
+
+func (b *Broker) lockLocked() error {
+	if b.lock != nil {
+		return nil
+	}
+	l, err := LockStore(b.storeDir, b.instance)
+	if err != nil {
+		return err
+	}
+	b.lock = l
+	return nil
+}
+
+// Close lets the store directory's lock go, for a broker that will not be served
+// again: one stopped while suture waited to restart it, or never served. It must not
+// be called while Serve runs.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.unlockLocked()
+}
+
+func (b *Broker) unlockLocked() error {
+	if b.lock == nil {
+		return nil
+	}
+	err := b.lock.Unlock()
+	b.lock = nil
+	return err
+}
+
 // URL waits until the broker accepts connections and returns its client URL.
 func (b *Broker) URL(ctx context.Context) (string, error) {
 	select {
@@ -74,10 +118,34 @@ func (b *Broker) URL(ctx context.Context) (string, error) {
 }
 
 // Serve implements suture.Service: it runs the server until ctx ends. A restart keeps
-// the port it first got, so clients reconnect to the same address.
+// the port it first got, so clients reconnect to the same address, and the store
+// directory's lock, which a stop lets go once the server has shut down.
 func (b *Broker) Serve(ctx context.Context) error {
 	host, portStr, _ := net.SplitHostPort(b.listen)
 	port, _ := strconv.Atoi(portStr)
+	b.mu.Lock()
+	if ctx.Err() != nil {
+		// Stopped before it started (a tree stopped while the engine loaded).
+		err := b.unlockLocked()
+		b.mu.Unlock()
+		return errors.Join(ctx.Err(), err)
+	}
+	if err := b.lockLocked(); err != nil {
+		b.mu.Unlock()
+		return b.fail(fmt.Errorf("supervisor: embedded broker on %s: %w", b.listen, err))
+	}
+	b.mu.Unlock()
+	// Registered first, so it runs after the server's shutdown below: the files are
+	// let go before the lock is. A failure keeps the lock for suture's restart.
+	defer func() {
+		if ctx.Err() != nil {
+			b.mu.Lock()
+			if err := b.unlockLocked(); err != nil {
+				b.log.Warn("letting the store directory's lock go", zap.Error(err))
+			}
+			b.mu.Unlock()
+		}
+	}()
 	b.mu.Lock()
 	if b.url != "" {
 		// Restarted by the supervisor: come back where clients reconnect.
@@ -119,8 +187,16 @@ func (b *Broker) Serve(ctx context.Context) error {
 		return b.fail(fmt.Errorf("supervisor: embedded broker on %s (store %s): %w", b.listen, b.storeDir, err))
 	}
 	addr := srv.Addr().(*net.TCPAddr)
+	url := fmt.Sprintf("nats://%s", net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port)))
 	b.mu.Lock()
-	b.url = fmt.Sprintf("nats://%s", net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port)))
+	// Recorded before anyone is told the broker is ready, so whoever finds the lock
+	// taken from then on finds the broker behind it.
+	if err := b.lock.SetURL(url); err != nil {
+		// The lock holds without it; an engine that finds it taken cannot name the
+		// broker, only the process.
+		b.log.Warn("recording the broker's URL in the store directory's lock file", zap.Error(err))
+	}
+	b.url = url
 	b.err = nil
 	select {
 	case <-b.ready:
@@ -128,7 +204,7 @@ func (b *Broker) Serve(ctx context.Context) error {
 		close(b.ready)
 	}
 	b.mu.Unlock()
-	b.log.Info("embedded nats-server ready", zap.String("url", b.url), zap.String("store_dir", b.storeDir))
+	b.log.Info("embedded nats-server ready", zap.String("url", url), zap.String("store_dir", b.storeDir))
 	<-ctx.Done()
 	return ctx.Err()
 }

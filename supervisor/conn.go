@@ -75,11 +75,12 @@ func describe(err error) string {
 }
 
 // permanent reports an attempt that no retry can turn into a connection: the server
-// refused the credentials, or the credentials file cannot be read.
+// refused the credentials or a certificate (tlsRefusal), or the credentials file
+// cannot be read.
 func permanent(err error) bool {
 	var pathErr *fs.PathError
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
-		errors.Is(err, nats.ErrAuthRevoked) || errors.As(err, &pathErr)
+		errors.Is(err, nats.ErrAuthRevoked) || errors.As(err, &pathErr) || errors.Is(err, ErrTLSRefused)
 }
 
 // Dial connects to NATS. The first connection is tried until cfg.ConnectTimeout has
@@ -144,6 +145,7 @@ func Dial(ctx context.Context, cfg ConnConfig, log *zap.Logger) (*nats.Conn, err
 		if err == nil {
 			return nc, nil
 		}
+		err = tlsRefusal(err)
 		if permanent(err) {
 			return nil, &ConnectError{URL: cfg.URL, Reason: err, Tried: time.Since(start)}
 		}
@@ -193,6 +195,7 @@ func Probe(ctx context.Context, cfg ConnConfig) (bool, error) {
 	opts = append(opts, cfg.Options...)
 	start := time.Now()
 	nc, err := nats.Connect(cfg.URL, opts...)
+	err = tlsRefusal(err)
 	switch {
 	case err == nil:
 		nc.Close()

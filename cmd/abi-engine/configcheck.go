@@ -155,17 +155,19 @@ func sharedVerdict(e config.Engine, local []string) string {
 }
 
 // whereNATS says which broker the engine uses; with nats.url empty that depends on the
-// role: a serving engine starts the embedded broker, a client and an auto engine first
-// look for a NATS server at nats.embedded.listen.
+// role: every one first looks for a NATS server at nats.embedded.listen; a serving
+// engine claims through one it finds, or starts the embedded broker.
 func whereNATS(n config.NATS) string {
 	if !n.EmbeddedBroker() {
-		return redact.String(strings.Join(n.Servers(), ", "))
+		return redact.URLList(strings.Join(n.Servers(), ", "))
 	}
 	embedded := fmt.Sprintf("embedded NATS server on %s, store under %s (this host)", n.Embedded.Listen, n.Embedded.StoreDir)
 	url, err := n.EmbeddedURL()
 	switch {
+	case n.Engine.Role == config.RoleServe && err != nil:
+		return embedded + ", unless another engine's broker holds that store (then it claims through that one)"
 	case n.Engine.Role == config.RoleServe:
-		return embedded
+		return "the NATS server at " + url + " when one answers there (it claims the lease through it: refused, exit 3, next to an engine that serves); else an " + embedded
 	case n.Engine.Role == config.RoleClient && err != nil:
 		return "none: " + err.Error()
 	case n.Engine.Role == config.RoleClient:

@@ -235,7 +235,9 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	if err != nil {
 		var already *lease.AlreadyServingError
 		switch {
-		case errors.As(err, &already):
+		case errors.As(err, &already), errors.Is(err, supervisor.ErrStoreLocked):
+			// The lock of the store directory is another engine's: one that serves, or
+			// is about to, on this host.
 			return &exitError{code: exitServing, err: err}
 		case closed(stop.first):
 			log.Info("stopped while loading", zap.Error(err))
