@@ -57,7 +57,8 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	}
 	e.tree.add(svcLease, supervisor.NewConn(svcLease, nc, 0))
 	e.leaseConn = nc
-	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Replicas: e.cfg.NATS.Engine.LeaseReplicas})
+	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
+		Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
 	if err != nil {
 		return 0, fmt.Errorf("engine: open the lease: %w", err)
 	}

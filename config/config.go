@@ -115,6 +115,17 @@ type NATS struct {
 	TokenFile    string `yaml:"token_file"`
 	User         string `yaml:"user"`
 	PasswordFile string `yaml:"password_file"`
+	// JetStream is the nats.jetstream block: where the lease and the data live.
+	JetStream JetStream `yaml:"jetstream"`
+}
+
+// JetStream is the nats.jetstream block.
+type JetStream struct {
+	// Domain is the JetStream domain that holds the lease bucket, the epoch and every
+	// jetstream adapter's bucket; "" is the JetStream of the server the engine is
+	// connected to. Every engine of an account must name the same one: on leaf nodes
+	// with JetStream of their own, each would otherwise take a lease of its own.
+	Domain string `yaml:"domain"`
 }
 
 // TLS is the nats.tls block. With none of it set, a tls:// URL is verified against the

@@ -16,6 +16,7 @@ type brokerSettings struct {
 	URL     string
 	Options []nats.Option // the login and TLS of the configuration (internal/natsauth)
 	Timeout time.Duration // nats.client_timeout_seconds
+	Domain  string        // nats.jetstream.domain: where the lease bucket is
 }
 
 // brokerFor finds the broker of status and call: --nats, else ABI_NATS_URL, else
@@ -47,7 +48,7 @@ func settingsFor(cfg *config.Config, url string) (brokerSettings, error) {
 	if err != nil {
 		return brokerSettings{}, usageError(err)
 	}
-	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout()}, nil
+	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout(), Domain: cfg.NATS.JetStream.Domain}, nil
 }
 
 // embeddedURL is where an engine with an embedded broker listening on listen is reached
