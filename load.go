@@ -62,6 +62,10 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: open the lease: %w", err)
 	}
+	// Before the claim: an engine refused here has written nothing.
+	if err := e.checkRivals(ctx, nc, store); err != nil {
+		return 0, err
+	}
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)

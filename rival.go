@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/abi-engine/engine/internal/srvping"
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/protocol"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// This file is the check an engine makes before it claims: that no engine it cannot see
+// in its lease bucket serves the kernel services on the account. The lease decides
+// between engines that share one lease bucket; engines that keep their leases in
+// different JetStream domains (leaf nodes with JetStream of their own, and no
+// nats.jetstream.domain) never meet there, and both would serve.
+
+// RivalError is a claim refused because an engine that holds no lease this engine can
+// see answers the kernel services on the account: it keeps its lease somewhere else,
+// most likely in another JetStream domain. abi-engine run exits 3, as for an engine
+// that holds the lease; an auto engine becomes a client of it.
+type RivalError struct {
+	// Instance and Version are the other engine's, from its services' answers.
+	Instance, Version string
+	// Services are the services it answered.
+	Services []string
+	// Domain is this engine's nats.jetstream.domain ("": the connected server's).
+	Domain string
+	// Holder is the lease this engine sees (zero: free).
+	Holder lease.Holder
+}
+
+func (e *RivalError) Error() string {
+	where := "the JetStream of the server this engine is connected to"
+	if e.Domain != "" {
+		where = "JetStream domain " + e.Domain
+	}
+	seen := "the lease there is free"
+	if e.Holder.InstanceID != "" {
+		seen = "the lease there is held by " + e.Holder.InstanceID
+	}
+	return fmt.Sprintf("another engine, instance %s (version %s), answers %s on this NATS account, but it holds no lease in %s (%s): "+
+		"it keeps its lease in another JetStream domain, and both would serve. Set nats.jetstream.domain to the same domain on every engine of the account (abi-engine doctor lists the domains)",
+		e.Instance, orUnknown(e.Version), strings.Join(e.Services, " and "), where, seen)
+}
+
+// Unwrap makes it an *lease.AlreadyServingError: another engine serves.
+func (e *RivalError) Unwrap() error {
+	return &lease.AlreadyServingError{Holder: lease.Holder{InstanceID: e.Instance, Version: e.Version}}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// leaseView is what the rival check reads of the lease bucket.
+type leaseView interface {
+	Read(ctx context.Context) (lease.Record, error)
+	ReadEpoch(ctx context.Context) (lease.EpochRecord, error)
+}
+
+// rivalServices are the services every engine serves, whose answers the check reads.
+var rivalServices = []string{protocol.KeyValue, protocol.ObjectStorage}
+
+// checkRivals asks who answers the kernel services and refuses (a *RivalError) when an
+// engine does that is neither this one, nor the lease's holder, nor the engine the
+// epoch record names (a holder that released the lease and still drains). An answer
+// with no instance id (a Python engine, another program) is logged and let be: it
+// cannot be told from a holder.
+func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView) error {
+	answers, err := srvping.Ping(ctx, nc, rivalServices, srvping.DefaultWindow)
+	if err != nil {
+		return fmt.Errorf("engine: ask who serves %s: %w", strings.Join(rivalServices, ", "), err)
+	}
+	if len(answers) == 0 {
+		return nil
+	}
+	rec, err := store.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: read the lease: %w", err)
+	}
+	ep, err := store.ReadEpoch(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		// An unreadable epoch record names nobody; the lease's holder still counts.
+		ep = lease.EpochRecord{}
+	}
+	known := map[string]bool{e.InstanceID(): true, rec.Holder.InstanceID: true, ep.InstanceID: true}
+	var rival *RivalError
+	for _, a := range answers {
+		switch {
+		case a.Instance == "":
+			e.log.Info("a service answers with no instance id: not an engine this one can tell from the lease's holder",
+				zap.String("service", a.Service), zap.String("version", a.Version))
+		case known[a.Instance]:
+		case rival == nil:
+			rival = &RivalError{Instance: a.Instance, Version: a.Version, Services: []string{a.Service},
+				Domain: e.cfg.NATS.JetStream.Domain, Holder: rec.Holder}
+		case rival.Instance == a.Instance && !slices.Contains(rival.Services, a.Service):
+			rival.Services = append(rival.Services, a.Service)
+		}
+	}
+	if rival != nil {
+		return rival
+	}
+	return nil
+}
