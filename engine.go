@@ -165,6 +165,7 @@ type Engine struct {
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
 	leaseConn  *nats.Conn // the lease's own connection (claim), set before loadServing reads it
+	leaseStore leaseView  // the lease bucket (claim), which the watch of rivals reads
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
 	root       *actors.Root

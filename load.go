@@ -66,6 +66,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	if err := e.checkRivals(ctx, nc, store); err != nil {
 		return 0, err
 	}
+	e.leaseStore = store
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)
@@ -153,6 +154,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.root = root
 	e.mu.Unlock()
 	e.startWatch(root)
+	e.watchRivals()
 	if err := e.serveControl(nc); err != nil {
 		return err
 	}

@@ -2,10 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/abi-engine/engine/internal/srvping"
 	"github.com/abi-engine/engine/lease"
@@ -70,34 +70,43 @@ type leaseView interface {
 // rivalServices are the services every engine serves, whose answers the check reads.
 var rivalServices = []string{protocol.KeyValue, protocol.ObjectStorage}
 
-// checkRivals asks who answers the kernel services and refuses (a *RivalError) when an
-// engine does that is neither this one, nor the lease's holder, nor the engine the
-// epoch record names (a holder that released the lease and still drains). An answer
-// with no instance id (a Python engine, another program) is logged and let be: it
-// cannot be told from a holder.
+// checkRivals is the check before the claim: a rival refuses it.
 func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView) error {
+	rival, err := e.findRival(ctx, nc, store)
+	if err != nil {
+		return err
+	}
+	if rival != nil {
+		return rival
+	}
+	return nil
+}
+
+// findRival asks who answers the kernel services and returns the first engine that
+// does and is neither this one, nor the lease's holder, nor the engine the epoch record
+// names (a holder that released the lease and still drains); nil when there is none.
+// An answer with no instance id (a Python engine, another program) is logged and let
+// be: it cannot be told from a holder.
+func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView) (*RivalError, error) {
 	answers, err := srvping.Ping(ctx, nc, rivalServices, srvping.DefaultWindow)
 	if err != nil {
-		return fmt.Errorf("engine: ask who serves %s: %w", strings.Join(rivalServices, ", "), err)
+		return nil, fmt.Errorf("engine: ask who serves %s: %w", strings.Join(rivalServices, ", "), err)
 	}
 	if len(answers) == 0 {
-		return nil
+		return nil, nil
 	}
 	rec, err := store.Read(ctx)
 	if err != nil {
-		return fmt.Errorf("engine: read the lease: %w", err)
+		return nil, fmt.Errorf("engine: read the lease: %w", err)
 	}
-	ep, err := store.ReadEpoch(ctx)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		// An unreadable epoch record names nobody; the lease's holder still counts.
-		ep = lease.EpochRecord{}
-	}
+	// An unreadable epoch record names nobody; the lease's holder still counts.
+	ep, _ := store.ReadEpoch(ctx)
 	known := map[string]bool{e.InstanceID(): true, rec.Holder.InstanceID: true, ep.InstanceID: true}
 	var rival *RivalError
 	for _, a := range answers {
 		switch {
 		case a.Instance == "":
-			e.log.Info("a service answers with no instance id: not an engine this one can tell from the lease's holder",
+			e.log.Debug("a service answers with no instance id: not an engine this one can tell from the lease's holder",
 				zap.String("service", a.Service), zap.String("version", a.Version))
 		case known[a.Instance]:
 		case rival == nil:
@@ -107,8 +116,74 @@ func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView
 			rival.Services = append(rival.Services, a.Service)
 		}
 	}
-	if rival != nil {
-		return rival
+	return rival, nil
+}
+
+// rivalPace is how often a serving engine looks for a rival: every renewal period
+// (lease/4), but no more often than rivalMinPace.
+func rivalPace(leaseDur time.Duration) time.Duration { return max(leaseDur/4, rivalMinPace) }
+
+const rivalMinPace = 250 * time.Millisecond
+
+// yieldTo decides, for a serving engine (me) that has seen rival answer since
+// firstSeen, whether it stops now. Two engines that see each other must not both stop
+// (nobody would serve) nor both stay: the one with the greater instance id stops at
+// once, and the other once the rival has gone on answering for grace, since an engine
+// of a version without this watch never stops.
+func yieldTo(me, rival string, firstSeen, now time.Time, grace time.Duration) bool {
+	return me > rival || now.Sub(firstSeen) >= grace
+}
+
+// watchRivals looks, while the engine serves, for an engine that serves the kernel
+// services with a lease this one cannot see (both started at once, or one of a version
+// that does not check at start), and ends this engine when yieldTo says so: the
+// teardown releases the lease, and the end's error is the *RivalError (exit 3).
+func (e *Engine) watchRivals() {
+	nc, store := e.leaseConn, e.leaseStore
+	if nc == nil || store == nil {
+		return
 	}
-	return nil
+	pace := rivalPace(e.cfg.NATS.Engine.Lease())
+	grace := 2 * pace
+	e.watchers.Add(1)
+	go func() {
+		defer e.watchers.Done()
+		t := time.NewTicker(pace)
+		defer t.Stop()
+		var seen string
+		var firstSeen time.Time
+		for {
+			select {
+			case <-e.stopWatch:
+				return
+			case <-t.C:
+			}
+			if e.State() != StateServing {
+				seen = ""
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), pace)
+			rival, err := e.findRival(ctx, nc, store)
+			cancel()
+			switch {
+			case err != nil:
+				e.log.Debug("could not look for another serving engine", zap.Error(err))
+				continue
+			case rival == nil:
+				seen = ""
+				continue
+			case rival.Instance != seen:
+				seen, firstSeen = rival.Instance, time.Now()
+			}
+			if !yieldTo(e.InstanceID(), rival.Instance, firstSeen, time.Now(), grace) {
+				e.log.Error("another engine serves this account with a lease this one cannot see: waiting for it to stop",
+					zap.String("other", rival.Instance), zap.Error(rival))
+				continue
+			}
+			e.log.Error("engine ending: another engine serves this account with a lease this one cannot see", zap.Error(rival))
+			e.teardown()
+			e.finish(rival)
+			return
+		}
+	}()
 }

@@ -75,3 +75,33 @@ func TestServiceWithoutInstanceIsNoRival(t *testing.T) {
 		t.Fatalf("state %s, want serving", e.State())
 	}
 }
+
+// TestRivalWhileServingEndsOneEngine: a serving engine that comes to see a rival (one
+// that started at the same moment, or of a version that does not check at start) ends
+// with a RivalError, releasing its lease: at once when its instance id is the greater,
+// and after the grace otherwise, since a rival that never stops must not keep both
+// serving.
+func TestRivalWhileServingEndsOneEngine(t *testing.T) {
+	for _, rival := range []string{"00000000000000000000000000000000", "ffffffffffffffffffffffffffffffff"} {
+		t.Run(rival[:1], func(t *testing.T) {
+			srv := natstest.Start(t)
+			c := cfg(t, srv.URL(), "serve", "", "memory")
+			c.NATS.Engine.LeaseSeconds = 1
+			e := newEngine(t, c)
+			load(t, e)
+			serveKeyValue(t, srv.URL(), map[string]string{"instance_id": rival})
+			select {
+			case <-e.Done():
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the engine still %s next to a rival", e.State())
+			}
+			var re *engine.RivalError
+			if err := e.Err(); !errors.As(err, &re) || re.Instance != rival {
+				t.Fatalf("the engine ended with %v, want a RivalError naming %s", err, rival)
+			}
+			if r := leaseRecord(t, srv.URL()); !r.Free() {
+				t.Fatalf("the engine that yielded kept the lease: %+v", r)
+			}
+		})
+	}
+}
