@@ -63,10 +63,11 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 		return 0, fmt.Errorf("engine: open the lease: %w", err)
 	}
 	// Before the claim: an engine refused here has written nothing.
-	if err := e.checkRivals(ctx, nc, store); err != nil {
+	known := map[string]bool{}
+	if err := e.checkRivals(ctx, nc, store, known); err != nil {
 		return 0, err
 	}
-	e.leaseStore = store
+	e.leaseStore, e.knownHolders = store, known
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)

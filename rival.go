@@ -70,9 +70,10 @@ type leaseView interface {
 // rivalServices are the services every engine serves, whose answers the check reads.
 var rivalServices = []string{protocol.KeyValue, protocol.ObjectStorage}
 
-// checkRivals is the check before the claim: a rival refuses it.
-func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView) error {
-	rival, err := e.findRival(ctx, nc, store)
+// checkRivals is the check before the claim: a rival refuses it. The holders it reads
+// are known to the watch of rivals (known).
+func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView, known map[string]bool) error {
+	rival, err := e.findRival(ctx, nc, store, known)
 	if err != nil {
 		return err
 	}
@@ -84,10 +85,12 @@ func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView
 
 // findRival asks who answers the kernel services and returns the first engine that
 // does and is neither this one, nor the lease's holder, nor the engine the epoch record
-// names (a holder that released the lease and still drains); nil when there is none.
+// names (a holder that released the lease and still drains), nor one known: the
+// holders and epoch holders this engine read before, which findRival adds to known (a
+// holder taken over may answer for a moment after it resumes); nil when there is none.
 // An answer with no instance id (a Python engine, another program) is logged and let
 // be: it cannot be told from a holder.
-func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView) (*RivalError, error) {
+func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView, known map[string]bool) (*RivalError, error) {
 	answers, err := srvping.Ping(ctx, nc, rivalServices, srvping.DefaultWindow)
 	if err != nil {
 		return nil, fmt.Errorf("engine: ask who serves %s: %w", strings.Join(rivalServices, ", "), err)
@@ -95,13 +98,11 @@ func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView) 
 	if len(answers) == 0 {
 		return nil, nil
 	}
-	rec, err := store.Read(ctx)
+	rec, err := readHolders(ctx, store, known)
 	if err != nil {
-		return nil, fmt.Errorf("engine: read the lease: %w", err)
+		return nil, err
 	}
-	// An unreadable epoch record names nobody; the lease's holder still counts.
-	ep, _ := store.ReadEpoch(ctx)
-	known := map[string]bool{e.InstanceID(): true, rec.Holder.InstanceID: true, ep.InstanceID: true}
+	known[e.InstanceID()] = true
 	var rival *RivalError
 	for _, a := range answers {
 		switch {
@@ -119,6 +120,19 @@ func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView) 
 	return rival, nil
 }
 
+// readHolders adds the lease's holder and the epoch record's to known, and returns the
+// lease record.
+func readHolders(ctx context.Context, store leaseView, known map[string]bool) (lease.Record, error) {
+	rec, err := store.Read(ctx)
+	if err != nil {
+		return rec, fmt.Errorf("engine: read the lease: %w", err)
+	}
+	// An unreadable epoch record names nobody; the lease's holder still counts.
+	ep, _ := store.ReadEpoch(ctx)
+	known[rec.Holder.InstanceID], known[ep.InstanceID] = true, true
+	return rec, nil
+}
+
 // rivalPace is how often a serving engine looks for a rival: every renewal period
 // (lease/4), but no more often than rivalMinPace.
 func rivalPace(leaseDur time.Duration) time.Duration { return max(leaseDur/4, rivalMinPace) }
@@ -126,12 +140,15 @@ func rivalPace(leaseDur time.Duration) time.Duration { return max(leaseDur/4, ri
 const rivalMinPace = 250 * time.Millisecond
 
 // yieldTo decides, for a serving engine (me) that has seen rival answer since
-// firstSeen, whether it stops now. Two engines that see each other must not both stop
-// (nobody would serve) nor both stay: the one with the greater instance id stops at
-// once, and the other once the rival has gone on answering for grace, since an engine
-// of a version without this watch never stops.
-func yieldTo(me, rival string, firstSeen, now time.Time, grace time.Duration) bool {
-	return me > rival || now.Sub(firstSeen) >= grace
+// firstSeen, whether it stops now. A rival is confirmed only once it has answered for
+// a pace: an engine that resumes after a pause may answer for a moment before it finds
+// itself fenced. Two engines that see each other must not both stop (nobody would
+// serve) nor both stay: the one with the greater instance id stops once the rival is
+// confirmed, and the other once the rival has gone on answering for grace, since an
+// engine of a version without this watch never stops.
+func yieldTo(me, rival string, firstSeen, now time.Time, pace, grace time.Duration) bool {
+	seen := now.Sub(firstSeen)
+	return me > rival && seen >= pace || seen >= grace
 }
 
 // watchRivals looks, while the engine serves, for an engine that serves the kernel
@@ -139,12 +156,12 @@ func yieldTo(me, rival string, firstSeen, now time.Time, grace time.Duration) bo
 // that does not check at start), and ends this engine when yieldTo says so: the
 // teardown releases the lease, and the end's error is the *RivalError (exit 3).
 func (e *Engine) watchRivals() {
-	nc, store := e.leaseConn, e.leaseStore
+	nc, store, known := e.leaseConn, e.leaseStore, e.knownHolders
 	if nc == nil || store == nil {
 		return
 	}
 	pace := rivalPace(e.cfg.NATS.Engine.Lease())
-	grace := 2 * pace
+	grace := 3 * pace
 	e.watchers.Add(1)
 	go func() {
 		defer e.watchers.Done()
@@ -158,12 +175,15 @@ func (e *Engine) watchRivals() {
 				return
 			case <-t.C:
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), pace)
 			if e.State() != StateServing {
+				// A standby learns the holders it may later see answer after a takeover.
+				_, _ = readHolders(ctx, store, known)
+				cancel()
 				seen = ""
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), pace)
-			rival, err := e.findRival(ctx, nc, store)
+			rival, err := e.findRival(ctx, nc, store, known)
 			cancel()
 			switch {
 			case err != nil:
@@ -175,7 +195,7 @@ func (e *Engine) watchRivals() {
 			case rival.Instance != seen:
 				seen, firstSeen = rival.Instance, time.Now()
 			}
-			if !yieldTo(e.InstanceID(), rival.Instance, firstSeen, time.Now(), grace) {
+			if !yieldTo(e.InstanceID(), rival.Instance, firstSeen, time.Now(), pace, grace) {
 				e.log.Error("another engine serves this account with a lease this one cannot see: waiting for it to stop",
 					zap.String("other", rival.Instance), zap.Error(rival))
 				continue

@@ -6,7 +6,7 @@ import (
 )
 
 // TestYieldTo: of two engines that see each other serve, the greater instance id stops
-// at once and the other only after the grace.
+// once the rival has answered for a pace, and the other only after the grace.
 func TestYieldTo(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	for _, c := range []struct {
@@ -14,12 +14,13 @@ func TestYieldTo(t *testing.T) {
 		after     time.Duration
 		want      bool
 	}{
-		{"b", "a", 0, true},
+		{"b", "a", 0, false},
+		{"b", "a", time.Second, true},
 		{"a", "b", 0, false},
-		{"a", "b", time.Second, false},
-		{"a", "b", 2 * time.Second, true},
+		{"a", "b", 2 * time.Second, false},
+		{"a", "b", 3 * time.Second, true},
 	} {
-		if got := yieldTo(c.me, c.rival, t0, t0.Add(c.after), 2*time.Second); got != c.want {
+		if got := yieldTo(c.me, c.rival, t0, t0.Add(c.after), time.Second, 3*time.Second); got != c.want {
 			t.Errorf("yieldTo(%s, %s, after %s) = %v, want %v", c.me, c.rival, c.after, got, c.want)
 		}
 	}
