@@ -1,6 +1,8 @@
 // Package srvping asks which engines answer a service's subjects: it sends
-// $SRV.PING.<service> (the NATS micro discovery every engine's service answers) and
-// collects the instance ids the answers carry in their metadata.
+// $SRV.INFO.<service> (the NATS micro discovery every engine's service answers; INFO
+// rather than PING because an engine may already ask INFO, at a handover, under the
+// least-privilege permissions) and collects the instance ids the answers carry in
+// their metadata.
 //
 // An engine uses it to see another engine serving its services that holds no lease it
 // can see: an engine whose lease is in another JetStream domain (a leaf node's own),
@@ -53,7 +55,7 @@ func Ping(ctx context.Context, nc *nats.Conn, services []string, w Window) ([]An
 	defer func() { _ = sub.Unsubscribe() }()
 	open := make(map[string]string, len(services)) // reply subject → service
 	for i, svc := range services {
-		subject, err := micro.ControlSubject(micro.PingVerb, svc, "")
+		subject, err := micro.ControlSubject(micro.InfoVerb, svc, "")
 		if err != nil {
 			return nil, fmt.Errorf("srvping: %w", err)
 		}
@@ -79,7 +81,7 @@ func Ping(ctx context.Context, nc *nats.Conn, services []string, w Window) ([]An
 				delete(open, m.Subject)
 				continue
 			}
-			var p micro.Ping
+			var p micro.Info
 			if json.Unmarshal(m.Data, &p) == nil {
 				out = append(out, Answer{Service: svc, Instance: p.Metadata[InstanceKey], Version: p.Version, ID: p.ID})
 			}
