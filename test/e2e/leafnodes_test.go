@@ -116,6 +116,47 @@ func leafTraffic(t *testing.T, url string) (acked, lost int, by map[string]int) 
 	return acked, lost, by
 }
 
+// TestLeafNodesStartedTogetherServeOnce: two engines with no domain, started at the
+// same moment on two JetStream leaf nodes, may both pass the check before the claim;
+// then the watch of rivals ends one of them (exit 3, naming the other), and every set
+// the hub's client saw acknowledged afterwards reads back.
+func TestLeafNodesStartedTogetherServeOnce(t *testing.T) {
+	l := natstest.StartLeaves(t, 2)
+	var procs []*proc
+	for i, n := range l.Nodes {
+		procs = append(procs, start(t, fmt.Sprintf("E%d", i), engineConfig{NATSURL: n.URL(), HTTPPort: freePort(t)}))
+	}
+	var ended, left *proc
+	for ended == nil {
+		for i, p := range procs {
+			select {
+			case <-p.exited:
+				ended, left = p, procs[1-i]
+			default:
+			}
+		}
+		if ended == nil {
+			select {
+			case <-procs[0].exited:
+			case <-procs[1].exited:
+			case <-time.After(30 * time.Second):
+				t.Fatal("both engines still run 30 s after they started on two leaf nodes")
+			}
+		}
+	}
+	if code := ended.exitCode(time.Second); code != 3 {
+		t.Fatalf("%s exited %d, want 3", ended.name, code)
+	}
+	left.waitState("serving", 30*time.Second)
+	ended.waitLog("holds no lease in the JetStream of the server this engine is connected to", time.Second)
+	ended.waitLog(left.instanceID(), time.Second)
+	acked, lost, by := leafTraffic(t, l.Hub.URL())
+	t.Logf("%s ended; %d sets from the hub: %d acknowledged, answered %v; %d lost", ended.name, leafSets, acked, by, lost)
+	if acked != leafSets || by[left.instanceID()] != leafSets || lost != 0 {
+		t.Errorf("%d of %d sets acknowledged, answered %v, %d lost; want all by %s and none lost", acked, leafSets, by, lost, left.name)
+	}
+}
+
 // exitOrState waits until the process exits (it returns "exited") or its state is want.
 func (p *proc) exitOrState(want string, within time.Duration) string {
 	p.t.Helper()
