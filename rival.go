@@ -35,6 +35,7 @@ type RivalError struct {
 	Holder lease.Holder
 }
 
+// Error names the other engine, where this one looked for its lease, and the fix.
 func (e *RivalError) Error() string {
 	where := "the JetStream of the server this engine is connected to"
 	if e.Domain != "" {
