@@ -88,3 +88,29 @@ func wantNotContains(t *testing.T, out string, subs ...string) {
 		}
 	}
 }
+
+// TestStatusReadsTheDomainsLease: status, on a leaf node, reads the lease of the
+// configured domain (the hub's), not the leaf node's own JetStream.
+func TestStatusReadsTheDomainsLease(t *testing.T) {
+	l := natstest.StartLeaves(t, 2)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := jetstreamstore.Open(ctx, natstest.Connect(t, l.Hub.URL()), jetstreamstore.Config{Domain: broker.HubDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lease.ThisProcess("0123456789abcdef0123456789abcdef", "9.9.9", "", time.Now())
+	if _, err := s.Create(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	url := l.Nodes[1].URL()
+	r := runCLI(t, nil, "status", "--nats", url)
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "bucket ABI_ENGINE does not exist")
+	writeFile(t, dir, "abi-engine.yaml", "nats:\n  jetstream: {domain: hub}\n")
+	r = runCLI(t, nil, "status", "--nats", url)
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, h.InstanceID)
+}
