@@ -20,8 +20,13 @@ import (
 // metadata.
 func serveKeyValue(t *testing.T, url string, meta map[string]string) {
 	t.Helper()
-	svc, err := micro.AddService(natstest.Connect(t, url), micro.Config{Name: "keyvalue", Version: "9.9.9", Metadata: meta})
+	nc := natstest.Connect(t, url)
+	svc, err := micro.AddService(nc, micro.Config{Name: "keyvalue", Version: "9.9.9", Metadata: meta})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Its subscriptions are at the broker before an engine asks.
+	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })

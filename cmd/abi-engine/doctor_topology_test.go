@@ -11,6 +11,7 @@ import (
 	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 )
@@ -62,11 +63,21 @@ func TestDoctorReadsLeafNodes(t *testing.T) {
 		"nats kv del ABI_ENGINE --js-domain leaf1")
 
 	// And serves keyvalue, which the hub's lease does not name.
-	svc, err := micro.AddService(natstest.Connect(t, l.Nodes[0].URL()), micro.Config{
+	sc := natstest.Connect(t, l.Nodes[0].URL())
+	svc, err := micro.AddService(sc, micro.Config{
 		Name: "keyvalue", Version: "9.9.9", Metadata: map[string]string{"instance_id": other.InstanceID}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := sc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The interest crosses the hub to the other leaf node on its own time.
+	leaf := natstest.Connect(t, url)
+	testwait.For(t, 10*time.Second, "keyvalue answers through the other leaf node", func() bool {
+		_, err := leaf.Request("$SRV.INFO.keyvalue", nil, time.Second)
+		return err == nil
+	})
 	defer svc.Stop() //nolint:errcheck
 	hubJS, err := jsdomain.New(natstest.Connect(t, l.Hub.URL()), broker.HubDomain)
 	if err != nil {
