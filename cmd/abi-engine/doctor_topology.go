@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/srvping"
 	"github.com/abi-engine/engine/lease"
@@ -104,8 +105,9 @@ func showDomain(d string) string {
 // checkDomain judges where engines keep the lease: every engine of the account must
 // meet on one lease bucket. It fails when another engine serves the kernel services
 // without a lease the configured domain shows (a split), when another domain holds a
-// lease bucket of its own, and when no domain is configured while the account sees
-// JetStream in several (each engine would use its own server's).
+// lease bucket of its own or the streams of the configured buckets (left by a split),
+// and when no domain is configured while the account sees JetStream in several (each
+// engine would use its own server's).
 func (d *doctor) checkDomain(ctx context.Context) {
 	const check = "jetstream domain"
 	doms := d.domains()
@@ -131,6 +133,13 @@ func (d *doctor) checkDomain(ctx context.Context) {
 					showDomain(other), jetstreamstore.DefaultBucket, orNone(holder), showDomain(d.domain)),
 				Fix: fmt.Sprintf("set nats.jetstream.domain: %s on every engine of the account; once none runs in %s, delete its bucket (nats kv del %s --js-domain %s)",
 					orFirst(configured, d.domain), other, jetstreamstore.DefaultBucket, other)})
+			return
+		}
+		if streams := d.dataStreamsIn(ctx, other); len(streams) > 0 {
+			d.add(finding{Check: check, Verdict: verdictFail,
+				Reason: fmt.Sprintf("JetStream %s holds %s, the stream(s) of this configuration's buckets, beside those of %s: data an engine wrote there (with no domain, or another) is not what the engines read, and an object write from a server of that domain reaches both",
+					showDomain(other), strings.Join(streams, " and "), showDomain(d.domain)),
+				Fix: fmt.Sprintf("copy what is needed into %s, then delete them (nats stream rm STREAM --js-domain %s)", showDomain(d.domain), other)})
 			return
 		}
 	}
@@ -184,6 +193,33 @@ func (d *doctor) splitEngines(ctx context.Context, check string) (finding, bool)
 			Fix: "set nats.jetstream.domain to the same domain on every engine of the account, and restart the engines that did not have it"}, true
 	}
 	return finding{}, false
+}
+
+// dataStreamsIn lists the streams of the jetstream adapters' buckets that exist in
+// domain.
+func (d *doctor) dataStreamsIn(ctx context.Context, domain string) []string {
+	var names []string
+	s := d.cfg.Services
+	if s.KeyValue.Adapter == config.KeyValueJetStream {
+		names = append(names, "KV_"+s.KeyValue.Bucket)
+	}
+	if s.ObjectStorage.Adapter == config.ObjectStorageJetStream {
+		names = append(names, "OBJ_"+s.ObjectStorage.Bucket)
+	}
+	js, err := jsdomain.New(d.nc, domain)
+	if err != nil {
+		return nil
+	}
+	var found []string
+	for _, n := range names {
+		c, cancel := d.ctx(ctx)
+		_, err := js.Stream(c, n)
+		cancel()
+		if err == nil {
+			found = append(found, n)
+		}
+	}
+	return found
 }
 
 // leaseIn reads the lease bucket of domain: the holder's instance id ("" when free) and

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/abi-engine/engine/internal/broker"
@@ -46,9 +47,21 @@ func TestDoctorReadsLeafNodes(t *testing.T) {
 	wantVerdict(t, r, "jetstream", "OK", "in domain hub")
 	wantVerdict(t, r, "jetstream domain", "WARN", "in domain hub", "leaf1, leaf2 too")
 
-	// An engine took a lease in leaf node 0's own domain.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// A split left a keyvalue bucket in leaf node 0's own domain.
+	leaf0, err := jsdomain.New(natstest.Connect(t, l.Nodes[0].URL()), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf0.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ABI_KV"}); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, nil, "doctor", "--nats", url, "--config", hub)
+	wantCode(t, r, exitRuntime)
+	wantVerdict(t, r, "jetstream domain", "FAIL", "domain leaf1 holds KV_ABI_KV", "nats stream rm STREAM --js-domain leaf1")
+
+	// An engine took a lease in leaf node 0's own domain.
 	s, err := jetstreamstore.Open(ctx, natstest.Connect(t, l.Nodes[0].URL()), jetstreamstore.Config{})
 	if err != nil {
 		t.Fatal(err)
