@@ -165,17 +165,16 @@ type Engine struct {
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
 	leaseConn  *nats.Conn // the lease's own connection (claim), set before loadServing reads it
-	leaseStore leaseView  // the lease bucket (claim), which the watch of rivals reads
-	// knownHolders are the holders the check before the claim read; the watch of
-	// rivals alone adds to them once it runs.
-	knownHolders map[string]bool
-	actorSys     *actor.Engine
-	ownership    *actors.Ownership
-	root         *actors.Root
-	serving      *servingSet
-	kv           keyvalue.Store
-	objects      objectstorage.Store
-	stopPanics   func() // ends the watch of the actors' panics
+	actorSys   *actor.Engine
+	ownership  *actors.Ownership
+	root       *actors.Root
+	serving    *servingSet
+	kv         keyvalue.Store
+	objects    objectstorage.Store
+	stopPanics func() // ends the watch of the actors' panics
+
+	// the watch of rivals (rival.go), set by the claim
+	rivals rivalWatch
 
 	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
 	steppedDown, stepDownStay atomic.Bool

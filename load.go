@@ -67,7 +67,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	if err := e.checkRivals(ctx, nc, store, known); err != nil {
 		return 0, err
 	}
-	e.leaseStore, e.knownHolders = store, known
+	e.rivals = rivalWatch{store: store, known: known}
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)

@@ -62,6 +62,13 @@ func orUnknown(s string) string {
 	return s
 }
 
+// rivalWatch is what the claim hands the watch of rivals: the lease bucket, and the
+// holders the check before the claim read, which the watch alone adds to once it runs.
+type rivalWatch struct {
+	store leaseView
+	known map[string]bool
+}
+
 // leaseView is what the rival check reads of the lease bucket.
 type leaseView interface {
 	Read(ctx context.Context) (lease.Record, error)
@@ -157,7 +164,7 @@ func yieldTo(me, rival string, firstSeen, now time.Time, pace, grace time.Durati
 // that does not check at start), and ends this engine when yieldTo says so: the
 // teardown releases the lease, and the end's error is the *RivalError (exit 3).
 func (e *Engine) watchRivals() {
-	nc, store, known := e.leaseConn, e.leaseStore, e.knownHolders
+	nc, store, known := e.leaseConn, e.rivals.store, e.rivals.known
 	if nc == nil || store == nil {
 		return
 	}
