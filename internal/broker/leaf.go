@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Leaves is a hub server with leaf nodes connected to it, one account across them all,
@@ -28,7 +30,7 @@ func LeafDomain(i int) string { return fmt.Sprintf("leaf%d", i+1) }
 
 // StartLeaves starts a hub and n leaf nodes connected to it, each with JetStream in its
 // own domain and its store under dir, and waits until ctx ends for every leaf node to be
-// connected to the hub.
+// connected to the hub and every server to reach every domain.
 func StartLeaves(ctx context.Context, dir string, n int) (*Leaves, error) {
 	ports, err := freePorts(1)
 	if err != nil {
@@ -77,14 +79,15 @@ func StartLeaves(ctx context.Context, dir string, n int) (*Leaves, error) {
 	return l, nil
 }
 
-// waitConnected waits until the hub has every leaf node.
+// waitConnected waits until the hub has every leaf node and every server reaches
+// every other server's JetStream domain: the domains' API subjects cross the hub only
+// once their interest has, which a test that uses a domain at once must not race.
 func (l *Leaves) waitConnected(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		h := l.Hub.Raw()
-		if h != nil && h.NumLeafNodes() == len(l.Nodes) {
-			return nil
+		if h := l.Hub.Raw(); h != nil && h.NumLeafNodes() == len(l.Nodes) {
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -92,6 +95,43 @@ func (l *Leaves) waitConnected(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+	servers := append([]*Server{l.Hub}, l.Nodes...)
+	for _, from := range servers {
+		if err := reachDomains(ctx, from, servers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reachDomains waits until from answers for the JetStream domain of every server.
+func reachDomains(ctx context.Context, from *Server, servers []*Server) error {
+	nc, err := nats.Connect("", nats.InProcessServer(from.Raw()))
+	if err != nil {
+		return fmt.Errorf("leaf nodes: connect to %s: %w", from.Name(), err)
+	}
+	defer nc.Close()
+	for _, to := range servers {
+		domain := to.opts.JetStreamDomain
+		js, err := jetstream.NewWithDomain(nc, domain)
+		if err != nil {
+			return err
+		}
+		for {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := js.AccountInfo(c)
+			cancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("JetStream domain %s not reached from %s: %w", domain, from.Name(), err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // Stop stops the leaf nodes, then the hub.
