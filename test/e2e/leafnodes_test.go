@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,4 +176,71 @@ func (p *proc) exitOrState(want string, within time.Duration) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestLeafNodesHandOver: with the hub's domain named, a rolling deploy from an engine on
+// one leaf node to one on the other hands over as on a single server: the new engine
+// stands by, serves at the handover, is not ended as a rival by the old one still
+// draining (the epoch record names it), and every set acknowledged during the
+// handover reads back.
+func TestLeafNodesHandOver(t *testing.T) {
+	l := natstest.StartLeaves(t, 2)
+	domain := "  jetstream: {domain: " + broker.HubDomain + "}\n"
+	a := start(t, "A", engineConfig{NATSURL: l.Nodes[0].URL(), NATSYAML: domain, Rollout: "v1", Drain: 2, HTTPPort: freePort(t)})
+	a.waitState("serving", 30*time.Second)
+	b := start(t, "B", engineConfig{NATSURL: l.Nodes[1].URL(), NATSYAML: domain, Rollout: "v2", Drain: 2, HTTPPort: freePort(t)})
+	b.waitState("standby", 30*time.Second)
+	idB := b.instanceID()
+
+	tr, err := client.NewTransport(natstest.Connect(t, l.Hub.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := client.NewKeyValue(tr)
+	stop := make(chan struct{})
+	done := make(chan []string)
+	go func() {
+		var acked []string
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- acked
+				return
+			default:
+			}
+			key := fmt.Sprintf("handover-%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := kv.Set(ctx, key, []byte(key), 0); err == nil {
+				acked = append(acked, key)
+			}
+			cancel()
+		}
+	}()
+	a.signal(syscall.SIGTERM)
+	b.waitState("serving", 30*time.Second)
+	if code := a.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("A exited %d after its handover, want 0", code)
+	}
+	// Three of B's rival periods (lease/4 = 500 ms) after A's end: B still serves.
+	select {
+	case <-b.exited:
+		t.Fatalf("B ended after the handover: %s", b.out.String())
+	case <-time.After(2 * time.Second):
+	}
+	close(stop)
+	acked := <-done
+	lost := 0
+	for _, key := range acked {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, found, err := kv.Get(ctx, key)
+		cancel()
+		if err != nil || !found || string(v) != key {
+			lost++
+		}
+	}
+	t.Logf("%d sets acknowledged during the handover to %s, %d lost", len(acked), idB, lost)
+	if len(acked) == 0 || lost != 0 {
+		t.Errorf("%d acknowledged writes read back wrong or not found, of %d", lost, len(acked))
+	}
+	b.waitState("serving", time.Second)
 }
