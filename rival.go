@@ -183,7 +183,8 @@ func (e *Engine) watchRivals() {
 				return
 			case <-t.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), pace)
+			// A ping waits for answers up to its window, whatever the pace.
+			ctx, cancel := context.WithTimeout(context.Background(), pace+srvping.DefaultWindow.Max)
 			if e.State() != StateServing {
 				// A standby learns the holders it may later see answer after a takeover.
 				_, _ = readHolders(ctx, store, known)
