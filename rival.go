@@ -170,21 +170,33 @@ func (e *Engine) watchRivals() {
 	}
 	pace := rivalPace(e.cfg.NATS.Engine.Lease())
 	grace := 3 * pace
-	e.watchers.Add(1)
+	// base ends with the watch, or at once when the engine stops it, so a Shutdown does
+	// not wait out a ping in flight.
+	base, cancelBase := context.WithCancel(context.Background())
+	e.watchers.Add(2)
 	go func() {
 		defer e.watchers.Done()
+		select {
+		case <-e.stopWatch:
+			cancelBase()
+		case <-base.Done():
+		}
+	}()
+	go func() {
+		defer e.watchers.Done()
+		defer cancelBase()
 		t := time.NewTicker(pace)
 		defer t.Stop()
 		var seen string
 		var firstSeen time.Time
 		for {
 			select {
-			case <-e.stopWatch:
+			case <-base.Done():
 				return
 			case <-t.C:
 			}
 			// A ping waits for answers up to its window, whatever the pace.
-			ctx, cancel := context.WithTimeout(context.Background(), pace+srvping.DefaultWindow.Max)
+			ctx, cancel := context.WithTimeout(base, pace+srvping.DefaultWindow.Max)
 			if e.State() != StateServing {
 				// A standby learns the holders it may later see answer after a takeover.
 				_, _ = readHolders(ctx, store, known)
