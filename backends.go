@@ -6,6 +6,7 @@ import (
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	kvbolt "github.com/abi-engine/engine/primaries/keyvalue/bbolt"
 	kvjs "github.com/abi-engine/engine/primaries/keyvalue/jetstream"
@@ -16,7 +17,6 @@ import (
 	objjs "github.com/abi-engine/engine/primaries/objectstorage/jetstream"
 	objmem "github.com/abi-engine/engine/primaries/objectstorage/memory"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func nothingToClose() error { return nil }
@@ -34,7 +34,7 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *fa
 		}
 		return s, s.Close, nil
 	case config.KeyValueJetStream:
-		js, err := jetstream.New(nc)
+		js, err := jsdomain.New(nc, cfg.NATS.JetStream.Domain)
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue (jetstream): %w", err)
 		}
@@ -66,7 +66,7 @@ func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, f
 		}
 		return s, nothingToClose, nil
 	case config.ObjectStorageJetStream:
-		js, err := jetstream.New(nc)
+		js, err := jsdomain.New(nc, cfg.NATS.JetStream.Domain)
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage (jetstream): %w", err)
 		}

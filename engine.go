@@ -181,6 +181,8 @@ type Engine struct {
 	// when it uses nats.url or its own
 	broker      *supervisor.Broker
 	foundBroker string
+	// the watch of rivals (rival.go), set by the claim
+	rivals rivalWatch
 
 	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
 	steppedDown, stepDownStay atomic.Bool

@@ -57,11 +57,18 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	}
 	e.tree.add(svcLease, supervisor.NewConn(svcLease, nc, 0))
 	e.leaseConn = nc
-	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Replicas: e.cfg.NATS.Engine.LeaseReplicas})
+	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
+		Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
 	if err != nil {
 		return 0, fmt.Errorf("engine: open the lease: %w", err)
 	}
 	e.leaseStore = store
+	// Before the claim: an engine refused here has written nothing.
+	known := map[string]bool{}
+	if err := e.checkRivals(ctx, nc, store, known); err != nil {
+		return 0, err
+	}
+	e.rivals = rivalWatch{store: store, known: known}
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)
@@ -155,6 +162,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.root = root
 	e.mu.Unlock()
 	e.startWatch(root)
+	e.watchRivals()
 	if err := e.serveControl(nc); err != nil {
 		return err
 	}

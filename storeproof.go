@@ -69,14 +69,19 @@ type pgIdentity interface {
 }
 
 // storeIdentities is, per kernel service, how its backend names its store. A JetStream
-// bucket is named by its name: every engine that sees the lease reaches the same
-// account's JetStream, so the same name is the same bucket.
+// bucket is named by its name and its JetStream domain: every engine that sees the
+// lease reaches the same account's JetStream, so the same name in the same domain is
+// the same bucket.
 func storeIdentities(cfg *config.Config, kv any) map[string]identity {
 	ids := map[string]identity{}
 	kc, oc := cfg.Services.KeyValue, cfg.Services.ObjectStorage
+	in := ""
+	if d := cfg.NATS.JetStream.Domain; d != "" {
+		in = " in domain " + d
+	}
 	switch {
 	case kc.Adapter == config.KeyValueJetStream:
-		ids[protocol.KeyValue] = fixedID(string(kc.Adapter), "bucket "+kc.Bucket, "JetStream bucket "+kc.Bucket)
+		ids[protocol.KeyValue] = fixedID(string(kc.Adapter), "bucket "+kc.Bucket+in, "JetStream bucket "+kc.Bucket+in)
 	case kv != nil:
 		if pg, ok := kv.(pgIdentity); ok {
 			ids[protocol.KeyValue] = func(ctx context.Context) (storeID, error) {
@@ -86,7 +91,7 @@ func storeIdentities(cfg *config.Config, kv any) map[string]identity {
 		}
 	}
 	if oc.Adapter == config.ObjectStorageJetStream {
-		ids[protocol.ObjectStorage] = fixedID(string(oc.Adapter), "bucket "+oc.Bucket, "JetStream object store "+oc.Bucket)
+		ids[protocol.ObjectStorage] = fixedID(string(oc.Adapter), "bucket "+oc.Bucket+in, "JetStream object store "+oc.Bucket+in)
 	}
 	return ids
 }

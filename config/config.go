@@ -119,6 +119,17 @@ type NATS struct {
 	// (Nats-Auth-Token) the kernel services verify on every call. Without it the JSON
 	// protocol needs no token and protobuf calls are refused UNAUTHENTICATED.
 	JWTSecretFile string `yaml:"jwt_secret_file"`
+	// JetStream is the nats.jetstream block: where the lease and the data live.
+	JetStream JetStream `yaml:"jetstream"`
+}
+
+// JetStream is the nats.jetstream block.
+type JetStream struct {
+	// Domain is the JetStream domain that holds the lease bucket, the epoch and every
+	// jetstream adapter's bucket; "" is the JetStream of the server the engine is
+	// connected to. Every engine of an account must name the same one: on leaf nodes
+	// with JetStream of their own, each would otherwise take a lease of its own.
+	Domain string `yaml:"domain"`
 }
 
 // TLS is the nats.tls block. With none of it set, a tls:// URL is verified against the

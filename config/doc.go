@@ -74,6 +74,13 @@
 // that cannot be read) before it gives up, naming the address and the reason; a finite
 // number greater than 0. Once connected, an engine reconnects for ever.
 //
+// nats.jetstream.domain (default ""): the JetStream domain that holds the lease bucket
+// ABI_ENGINE, its epoch and the jetstream adapters' buckets; "" is the JetStream of the
+// server the engine is connected to. Letters, digits, '_' and '-'. Every engine of an
+// account must name the same one: on a hub with leaf nodes that run JetStream in domains
+// of their own, engines on different leaf nodes would otherwise each take a lease of
+// their own and both serve.
+//
 // nats.max_concurrent_requests (default 64): calls each service handles at once; a whole
 // number from 1 to 4096.
 //

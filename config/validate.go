@@ -108,6 +108,7 @@ const (
 	keyDrainSeconds    = "nats.engine.drain_seconds"
 	keyLeaseReplicas   = "nats.engine.lease_replicas"
 	keyStandby         = "nats.engine.standby"
+	keyJSDomain        = "nats.jetstream.domain"
 	keyKVAdapter       = "services.keyvalue.adapter"
 	keyKVPath          = "services.keyvalue.path"
 	keyKVBucket        = "services.keyvalue.bucket"
@@ -144,6 +145,7 @@ const (
 	ruleDrainSeconds   = "must be a finite number of seconds, 0 or more (0 closes sessions at once)"
 	ruleLeaseReplicas  = "must be a whole number from 1 to 5"
 	ruleStandby        = "must be off or hot"
+	ruleJSDomain       = `must be "" (the JetStream of the server the engine is connected to) or a JetStream domain name: letters, digits, '_' and '-'`
 	ruleReplicas       = "must be a whole number from 1 to 5 (leave it out to take nats.engine.lease_replicas)"
 	ruleMaxConcurrent  = "must be a whole number from 1 to 4096"
 	ruleKVAdapter      = "must be memory, bbolt, jetstream or postgres"
@@ -235,6 +237,10 @@ func (c *Config) check(issues []Issue) []Issue {
 	}
 	if !finite(n.ConnectTimeoutSeconds) || n.ConnectTimeoutSeconds <= 0 {
 		bad(keyConnectTimeout, num(n.ConnectTimeoutSeconds), rulePositiveSecs)
+	}
+	if d := n.JetStream.Domain; d != "" && !bucketPattern.MatchString(d) {
+		// A domain is one subject token of $JS.<domain>.API: no dot, space or wildcard.
+		bad(keyJSDomain, q(d), ruleJSDomain)
 	}
 
 	e := n.Engine

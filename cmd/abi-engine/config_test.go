@@ -141,3 +141,17 @@ func TestConfigCheckRolloutFlagIsValidated(t *testing.T) {
 	wantContains(t, "stderr", r.stderr, "nats.engine.rollout_id", `"bad rollout!"`, "flag --rollout")
 	wantContains(t, "stderr", r.stderr, "not refused by what could be checked")
 }
+
+// TestConfigCheckJetStreamDomain: config check says which JetStream holds the lease and
+// the buckets, and names nats.jetstream.domain when its value cannot be a domain.
+func TestConfigCheckJetStreamDomain(t *testing.T) {
+	dir := t.TempDir()
+	ok := writeFile(t, dir, "hub.yaml", "nats:\n  url: nats://leaf-a:4222\n  jetstream: {domain: hub}\n")
+	r := runCLI(t, nil, "config", "check", "--config", ok)
+	wantCode(t, r, exitOK)
+	wantContains(t, "stdout", r.stdout, "jetstream:", "domain hub: the lease bucket ABI_ENGINE and the jetstream buckets")
+	bad := writeFile(t, dir, "bad.yaml", "nats:\n  url: nats://leaf-a:4222\n  jetstream: {domain: hub.a}\n")
+	r = runCLI(t, nil, "config", "check", "--config", bad)
+	wantCode(t, r, exitUsage)
+	wantContains(t, "stderr", r.stderr, `nats.jetstream.domain = "hub.a" (line 3)`, "JetStream domain name")
+}

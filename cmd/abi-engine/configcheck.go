@@ -100,6 +100,9 @@ func printConfigSummary(w io.Writer, cfg *config.Config) {
 	row("role", string(e.Role))
 	row("rollout", orNone(e.RolloutID))
 	row("nats", whereNATS(cfg.NATS))
+	if e.Role != config.RoleClient {
+		row("jetstream", whereJetStream(cfg.NATS.JetStream))
+	}
 	if e.Role == config.RoleClient {
 		row("keyvalue", "a NATS client of the serving engine (a client opens no backend)")
 		row("object_storage", "a NATS client of the serving engine (a client opens no backend)")
@@ -113,6 +116,14 @@ func printConfigSummary(w io.Writer, cfg *config.Config) {
 		row("http", cfg.HTTP.Listen+" (/healthz, /readyz, /status, /metrics)")
 	}
 	fmt.Fprintf(w, "shared backends: %s\n", sharedVerdict(e, localNames))
+}
+
+// whereJetStream says which JetStream holds the lease and the jetstream adapters' buckets.
+func whereJetStream(j config.JetStream) string {
+	if j.Domain == "" {
+		return "the JetStream of the server the engine is connected to (no nats.jetstream.domain: on leaf nodes with JetStream of their own, set one)"
+	}
+	return "domain " + j.Domain + ": the lease bucket ABI_ENGINE and the jetstream buckets, wherever the engine is connected"
 }
 
 func whereKeyValue(cfg *config.Config, local string) string {

@@ -19,6 +19,7 @@ type brokerSettings struct {
 	// JWTSecretFile is nats.jwt_secret_file: the secret the service tokens of call are
 	// signed with, "" for none.
 	JWTSecretFile string
+	Domain        string // nats.jetstream.domain: where the lease bucket is
 }
 
 // brokerFor finds the broker of status and call: --nats, else ABI_NATS_URL, else
@@ -50,7 +51,7 @@ func settingsFor(cfg *config.Config, url string) (brokerSettings, error) {
 	if err != nil {
 		return brokerSettings{}, usageError(err)
 	}
-	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout(), JWTSecretFile: cfg.NATS.JWTSecretFile}, nil
+	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout(), JWTSecretFile: cfg.NATS.JWTSecretFile, Domain: cfg.NATS.JetStream.Domain}, nil
 }
 
 // embeddedURL is where an engine with an embedded broker listening on listen is reached

@@ -53,7 +53,10 @@ func (c *cli) doctorCommand() *cobra.Command {
 		Short: "Check, before a deploy, that the broker setup keeps the lease safe",
 		Long: `doctor connects to the broker the configuration names and checks what breaks lease
 systems on NATS, each as OK, WARN or FAIL with the reason and the fix: JetStream is
-enabled and reachable; the server version (2.11 or newer for the epoch headers); the
+enabled and reachable (in nats.jetstream.domain, when set); that every engine of
+the account meets on one lease (JetStream domains on leaf nodes: no engine serves
+without a lease the domain shows, no other domain holds a lease bucket, and several
+domains need nats.jetstream.domain); the server version (2.11 or newer for the epoch headers); the
 lease bucket ABI_ENGINE (history 1, file storage, no TTL, replicas against the cluster
 size); the jetstream adapters' data buckets; the server's ping_interval against the
 lease (a half-open holder keeps its subscriptions until the broker's ping drops it);
@@ -131,7 +134,13 @@ type doctor struct {
 	timeout time.Duration
 
 	found []finding
-	// nodes is the cluster's size as the checks of the buckets judge replicas by.
+	// domain is the JetStream domain the lease and the data are in ("": none), as the
+	// JetStream the checks use reports it.
+	domain string
+	// servers are the account's servers, as their STATZ answers describe them.
+	servers []serverInfo
+	// nodes is how many JetStream servers the lease's domain has: what the checks of
+	// the buckets judge replicas by.
 	nodes int
 	// server is the server's varz, when it could be read; serverErr says why not.
 	server    *serverSettings
@@ -146,7 +155,9 @@ func (d *doctor) run(ctx context.Context) {
 		return
 	}
 	d.checkVersion()
-	d.nodes = d.clusterSize(ctx)
+	d.servers = d.readServers(ctx)
+	d.nodes = d.leaseNodes()
+	d.checkDomain(ctx)
 	d.checkLeaseBucket(ctx)
 	d.checkDataBuckets(ctx)
 	d.server, d.serverErr = d.readServer(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/jsbucket"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,19 +23,23 @@ import (
 // checkJetStream asks the account's JetStream for its limits: the one request every
 // other check needs to succeed.
 func (d *doctor) checkJetStream(parent context.Context) bool {
-	js, err := jetstream.New(d.nc)
+	configured := d.cfg.NATS.JetStream.Domain
+	js, err := jsdomain.New(d.nc, configured)
 	if err == nil {
 		ctx, cancel := d.ctx(parent)
 		defer cancel()
 		var info *jetstream.AccountInfo
 		if info, err = js.AccountInfo(ctx); err == nil {
-			d.js = js
+			d.js, d.domain = js, info.Domain
 			d.add(finding{Check: "jetstream", Verdict: verdictOK, Reason: fmt.Sprintf(
-				"enabled for this account on %s: %d streams in use", d.nc.ConnectedServerName(), info.Streams)})
+				"enabled for this account through %s, in %s: %d streams in use", d.nc.ConnectedServerName(), showDomain(info.Domain), info.Streams)})
 			return true
 		}
 	}
 	fix := "check the broker and the user's permissions for $JS.API.>"
+	if configured != "" {
+		fix = fmt.Sprintf("check nats.jetstream.domain (%s): no JetStream of that domain answers through this server (abi-engine doctor without it lists the account's domains), and the user's permissions for $JS.%s.API.>", configured, configured)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled):
 		fix = "enable JetStream on the server (jetstream { store_dir: ... } in its configuration)"
@@ -96,43 +101,6 @@ func majorMinor(v string) ([2]int, bool) {
 
 func less(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
-// clusterSize counts the servers of the cluster the connection is on: every server
-// answers an account's STATZ ping (which any user may send) when asked to include
-// unused accounts. A standalone server, or one whose ping cannot be sent, counts as one.
-func (d *doctor) clusterSize(parent context.Context) int {
-	if d.nc.ConnectedClusterName() == "" {
-		return 1
-	}
-	window := min(d.timeout, time.Second)
-	inbox := d.nc.NewRespInbox()
-	sub, err := d.nc.SubscribeSync(inbox)
-	if err != nil {
-		return 1
-	}
-	defer sub.Unsubscribe() //nolint:errcheck // the connection closes right after
-	if err := d.nc.PublishRequest("$SYS.REQ.ACCOUNT.PING.STATZ", inbox, []byte(`{"include_unused":true}`)); err != nil {
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(parent, window)
-	defer cancel()
-	servers := map[string]bool{}
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
-		var r struct {
-			Server struct {
-				ID string `json:"id"`
-			} `json:"server"`
-		}
-		if json.Unmarshal(m.Data, &r) == nil && r.Server.ID != "" {
-			servers[r.Server.ID] = true
-		}
-	}
-	return max(len(servers), 1)
-}
-
 func (d *doctor) checkLeaseBucket(parent context.Context) {
 	const check = "lease bucket"
 	replicas := max(d.cfg.NATS.Engine.LeaseReplicas, 1)
@@ -168,7 +136,7 @@ func (d *doctor) replicasAgainstCluster(check, key string, replicas int) (findin
 	switch {
 	case replicas > d.nodes:
 		return finding{Check: check, Verdict: verdictFail,
-			Reason: fmt.Sprintf("%s is %d, but the broker has %d server(s): the bucket cannot be placed", key, replicas, d.nodes),
+			Reason: fmt.Sprintf("%s is %d, but %s has %d JetStream server(s): the bucket cannot be placed", key, replicas, showDomain(d.domain), d.nodes),
 			Fix:    fmt.Sprintf("set %s to at most %d", key, d.nodes)}, true
 	case replicas == 1 && d.nodes > 1:
 		return finding{Check: check, Verdict: verdictWarn,

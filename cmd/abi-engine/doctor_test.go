@@ -232,7 +232,7 @@ func TestDoctorReplicasOnCluster(t *testing.T) {
 	r5 := writeFile(t, dir, "r5.yaml", "nats:\n  engine: {lease_replicas: 5}\n")
 	r = runCLI(t, nil, "doctor", "--nats", url, "--config", r5)
 	wantCode(t, r, exitRuntime)
-	wantVerdict(t, r, "lease bucket", "FAIL", "nats.engine.lease_replicas is 5, but the broker has 3 server(s)")
+	wantVerdict(t, r, "lease bucket", "FAIL", "nats.engine.lease_replicas is 5, but the JetStream with no domain has 3 JetStream server(s)")
 }
 
 // withSystemUser gives the server users: app (global account, JetStream) and sys

@@ -55,7 +55,7 @@ func (c *cli) forceEvict(cmd *cobra.Command, natsURL string) error {
 		return err
 	}
 	defer nc.Close()
-	kv, err := leaseKV(ctx, nc)
+	kv, err := leaseKV(ctx, nc, b.Domain)
 	if err != nil {
 		return runtimeError(err)
 	}

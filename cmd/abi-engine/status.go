@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/redact"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
@@ -41,14 +42,14 @@ off, evicted) or of the epoch, with the holder, revision, epoch and age, until s
 			}
 			defer nc.Close()
 			if watch {
-				if err := watchLease(cmd.Context(), nc, c.stdout); err != nil {
+				if err := watchLease(cmd.Context(), nc, b.Domain, c.stdout); err != nil {
 					return runtimeError(fmt.Errorf("watch the engine lease on %s: %w", redact.String(b.URL), err))
 				}
 				return nil
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
 			defer cancel()
-			st, err := readLease(ctx, nc)
+			st, err := readLease(ctx, nc, b.Domain)
 			if err != nil {
 				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(b.URL), err))
 			}
@@ -85,8 +86,8 @@ type leaseStatus struct {
 
 // readLease reads the key without creating the bucket: status must leave an account
 // that never ran an engine as it found it.
-func readLease(ctx context.Context, nc *nats.Conn) (leaseStatus, error) {
-	js, err := jetstream.New(nc)
+func readLease(ctx context.Context, nc *nats.Conn, domain string) (leaseStatus, error) {
+	js, err := jsdomain.New(nc, domain)
 	if err != nil {
 		return leaseStatus{}, err
 	}

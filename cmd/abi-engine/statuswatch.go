@@ -17,8 +17,8 @@ import (
 // ends. Renewals move the revision only and print nothing. Each line has the holder,
 // the revision, the epoch and the age: how long the holder has held the lease, as far
 // as the watch has seen (for the first line, since its record last changed).
-func watchLease(ctx context.Context, nc *nats.Conn, w io.Writer) error {
-	kv, err := leaseKV(ctx, nc)
+func watchLease(ctx context.Context, nc *nats.Conn, domain string, w io.Writer) error {
+	kv, err := leaseKV(ctx, nc, domain)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/redact"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
@@ -61,11 +62,11 @@ func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownR
 		return err
 	}
 	defer nc.Close()
-	holder, err := servingHolder(ctx, nc, b.URL)
+	holder, err := servingHolder(ctx, nc, b)
 	if err != nil {
 		return err
 	}
-	kv, err := leaseKV(ctx, nc)
+	kv, err := leaseKV(ctx, nc, b.Domain)
 	if err != nil {
 		return runtimeError(err)
 	}
@@ -111,8 +112,9 @@ func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownR
 
 // servingHolder reads the lease and returns its holder, or an error (exit 1) when no
 // engine holds it.
-func servingHolder(ctx context.Context, nc *nats.Conn, url string) (lease.Holder, error) {
-	st, err := readLease(ctx, nc)
+func servingHolder(ctx context.Context, nc *nats.Conn, b brokerSettings) (lease.Holder, error) {
+	url := b.URL
+	st, err := readLease(ctx, nc, b.Domain)
 	if err != nil {
 		return lease.Holder{}, runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(url), err))
 	}
@@ -130,8 +132,8 @@ func servingHolder(ctx context.Context, nc *nats.Conn, url string) (lease.Holder
 }
 
 // leaseKV opens the lease bucket without creating it.
-func leaseKV(ctx context.Context, nc *nats.Conn) (jetstream.KeyValue, error) {
-	js, err := jetstream.New(nc)
+func leaseKV(ctx context.Context, nc *nats.Conn, domain string) (jetstream.KeyValue, error) {
+	js, err := jsdomain.New(nc, domain)
 	if err != nil {
 		return nil, err
 	}

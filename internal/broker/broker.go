@@ -1,5 +1,6 @@
-// Package broker runs nats-servers in-process: one JetStream server, or a 3-node
-// JetStream cluster, on 127.0.0.1 with random client ports and their stores under a
+// Package broker runs nats-servers in-process: one JetStream server, a 3-node
+// JetStream cluster, or a hub with leaf nodes each running JetStream in a domain of its
+// own (leaf.go), on 127.0.0.1 with random client ports and their stores under a
 // directory the caller owns. A server can be stopped and started again on the same port
 // and store, which is how tests and chaos scenarios restart the broker or kill a
 // cluster node.

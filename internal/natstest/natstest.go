@@ -1,6 +1,7 @@
 // Package natstest starts real nats-servers in-process for tests: a single JetStream
 // server on a random port with its store in a temporary directory, restarts on the same
-// port and store, and a 3-node JetStream cluster. It wraps internal/broker with the
+// port and store, a 3-node JetStream cluster, and a hub with JetStream leaf nodes in
+// domains of their own. It wraps internal/broker with the
 // test's cleanup and failures.
 //
 // Every server is stopped by the test's cleanup, so a test that forgets to stop one
@@ -107,4 +108,30 @@ func (c *Cluster) WaitReady() {
 	if err := c.Cluster.WaitReady(ctx); err != nil {
 		c.t.Fatalf("natstest: %v", err)
 	}
+}
+
+// Leaves is a hub with leaf nodes, each server with JetStream in a domain of its own
+// (broker.HubDomain, broker.LeafDomain(i)), one account across them.
+type Leaves struct {
+	*broker.Leaves
+	Hub   *Server
+	Nodes []*Server
+}
+
+// StartLeaves starts a hub and n leaf nodes connected to it, and waits until every
+// leaf node is connected.
+func StartLeaves(t testing.TB, n int) *Leaves {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	bl, err := broker.StartLeaves(ctx, t.TempDir(), n)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(bl.Stop)
+	l := &Leaves{Leaves: bl, Hub: &Server{Server: bl.Hub, t: t}}
+	for _, s := range bl.Nodes {
+		l.Nodes = append(l.Nodes, &Server{Server: s, t: t})
+	}
+	return l
 }

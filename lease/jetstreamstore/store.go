@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/jsbucket"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,9 @@ const (
 type Config struct {
 	Bucket   string // default ABI_ENGINE; tests use a bucket of their own
 	Replicas int    // default 1; 3 on a cluster
+	// Domain is the JetStream domain of the bucket (nats.jetstream.domain); "" is the
+	// JetStream of the server the connection is on.
+	Domain string
 }
 
 // Store is the lease in JetStream KV.
@@ -100,7 +104,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
-	js, err := jetstream.New(nc)
+	js, err := jsdomain.New(nc, cfg.Domain)
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: %w", err)
 	}

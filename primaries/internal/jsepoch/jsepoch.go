@@ -52,6 +52,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/jserr"
 )
 
@@ -160,7 +161,7 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 		check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
 		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		var err error
-		ack, err = jetstreamext.PublishMsgBatch(ctx, r.js, []*nats.Msg{current, check}, jetstreamext.BatchFlowControl{AckFirst: false})
+		ack, err = jsdomain.Batch(ctx, r.js, []*nats.Msg{current, check}, jetstreamext.BatchFlowControl{AckFirst: false})
 		return err
 	})
 	switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -154,6 +155,6 @@ func (s *Store) batch(ctx context.Context, m *nats.Msg, expect uint64, tok epoch
 // server answers the whole batch there, and waiting for the first message too would
 // cost a round trip.
 func (s *Store) sendBatch(ctx context.Context, msgs []*nats.Msg) error {
-	_, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+	_, err := jsdomain.Batch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
 	return err
 }
