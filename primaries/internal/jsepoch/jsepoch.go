@@ -57,9 +57,10 @@ import (
 
 // Record is the epoch record of one bucket; it implements epoch.Records.
 type Record struct {
-	js     js.JetStream
-	stream js.Stream
-	base   string
+	js       js.JetStream
+	stream   js.Stream
+	base     string
+	repaired func(Repair) // OnRepair
 }
 
 var _ epoch.Records = (*Record)(nil)
@@ -106,21 +107,30 @@ func (r *Record) Check(m *nats.Msg, rec epoch.Record) {
 // yet written, is completed (settle), so the record returned is one a write can carry.
 func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
 	m, err := r.last(ctx, r.base)
-	if err != nil || m == nil {
+	if err != nil {
 		return epoch.Record{}, err
 	}
-	n, err := strconv.ParseUint(string(m.Data), 10, 64)
-	if err != nil || n == 0 {
-		return epoch.Record{}, fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
+	what, n, ok := found(m)
+	if !ok {
+		// B deleted, purged or rewritten: the check subjects say where the bucket
+		// stands (repair.go). With none, a B that held a value no engine writes is
+		// refused, naming it; an empty or deleted one is a bucket that holds no epoch.
+		var none error
+		if m != nil && m.Header.Get("KV-Operation") == "" {
+			none = fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
+		}
+		return r.recover(ctx, what, epoch.Record{}, none)
 	}
 	c, err := r.last(ctx, r.checkSubject(n))
 	switch {
 	case err != nil:
 		return epoch.Record{}, err
 	case c == nil:
-		// No check message (removed by hand): writes under n expect none, and the
-		// next adoption marks the subject, which ends them.
-		return epoch.Record{Epoch: n}, nil
+		// No check message: B was rewritten to an epoch no engine advanced to, or the
+		// check was removed by hand. Another check subject, if any, is the record;
+		// with none, writes under n expect none, and the next adoption marks the
+		// subject, which ends them.
+		return r.recover(ctx, fmt.Sprintf("epoch %d, whose check subject is empty", n), epoch.Record{Epoch: n}, nil)
 	}
 	s, err := r.slotOf(n, c)
 	for hops := 0; err == nil && !s.check; hops++ {
