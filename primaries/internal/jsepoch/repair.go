@@ -180,7 +180,13 @@ func named(s slot) uint64 {
 // checkEpochs lists the epochs that have a check subject (B.<N>) in the stream,
 // ascending.
 func (r *Record) checkEpochs(ctx context.Context) ([]uint64, error) {
-	info, err := r.stream.Info(ctx, js.WithSubjectFilter(r.base+".>"))
+	// A handle of its own: Info replaces a handle's cached configuration, and the
+	// record's handle must keep reading the way it was bound (package jsread).
+	st, err := r.js.Stream(ctx, r.stream.CachedInfo().Config.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list the epoch check subjects %s.>: %w", r.base, err)
+	}
+	info, err := st.Info(ctx, js.WithSubjectFilter(r.base+".>"))
 	if err != nil {
 		return nil, fmt.Errorf("list the epoch check subjects %s.>: %w", r.base, err)
 	}
