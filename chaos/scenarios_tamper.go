@@ -13,6 +13,7 @@ import (
 
 	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/chaos/check"
+	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 )
@@ -140,6 +141,11 @@ func tamper(h *harness) error {
 		if err != nil {
 			return fmt.Errorf("tamper (%s): %w", tk.name, err)
 		}
+		if tk.bucket {
+			if err := h.judgeHolderOnBadBucket(cur); err != nil {
+				return err
+			}
+		}
 		if err := h.sleep(h.between(h.lease/4, h.lease/2)); err != nil {
 			return err
 		}
@@ -227,6 +233,42 @@ func (h *harness) judgeSuccessor(next *procMember, tk tamperKind) error {
 	}
 	err = h.waitFor(5*h.lease+5*time.Second, next.nm+" ready once the bucket is its own", next.ready)
 	h.expect("ready-after-the-fix", err == nil, "%s: %s", next.nm, errOr(err, "ready"))
+	return nil
+}
+
+// judgeHolderOnBadBucket puts objects through the holder right after its object bucket
+// was recreated with a bad shape: each put fails (the bucket lost the epoch record), the
+// probe it starts must refuse the bucket rather than adopt the epoch in it, so no put is
+// acknowledged, nothing is adopted, and the holder is not ready, naming the bucket.
+func (h *harness) judgeHolderOnBadBucket(cur *procMember) error {
+	tr, err := h.transport()
+	if err != nil {
+		return err
+	}
+	objects := client.NewObjectStorage(tr)
+	var acked []string
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(h.ctx, h.lease)
+		key := fmt.Sprintf("tamper-%d", i)
+		if objects.PutObject(ctx, "chaos", key, []byte("an object put after the bucket was recreated")) == nil {
+			acked = append(acked, key)
+		}
+		cancel()
+	}
+	notReady := h.waitFor(3*h.lease, cur.nm+" not ready, naming "+objectsBucket, func() bool {
+		body, ok := cur.readyz()
+		return !ok && strings.Contains(body, objectsBucket)
+	})
+	h.expect("not-ready-while-a-member-cannot-serve", notReady == nil, "%s (holder) with %s recreated: %s", cur.nm, objectsBucket,
+		errOr(notReady, "/readyz 503 naming it"))
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	adopted, err := h.epochSubjects(ctx, "OBJ_"+objectsBucket, "$O."+objectsBucket+".C.abi.epoch")
+	if err != nil {
+		return err
+	}
+	h.expect("bad-bucket-never-adopted", len(adopted) == 0 && len(acked) == 0,
+		"%s (holder): the recreated %s holds epoch subjects %v; puts acknowledged in it %v", cur.nm, objectsBucket, adopted, acked)
 	return nil
 }
 
