@@ -97,6 +97,10 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 		// Reads from the stream leader only: see package jsread.
 		Prepare: jsread.LeaderOnly,
 	})
+	if shape := (*jsbucket.ShapeError)(nil); errors.As(err, &shape) {
+		// Not the broker's trouble: the bucket is refused (errors.As finds why).
+		return nil, fmt.Errorf("object storage: %w", err)
+	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: %v", err)
 	}
