@@ -115,11 +115,18 @@ func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
 		// B deleted, purged or rewritten: the check subjects say where the bucket
 		// stands (repair.go). With none, a B that held a value no engine writes is
 		// refused, naming it; an empty or deleted one is a bucket that holds no epoch.
-		var none error
-		if m != nil && m.Header.Get("KV-Operation") == "" {
-			none = fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
+		var none epoch.Record
+		var foreign error
+		switch {
+		case m == nil:
+		case m.Header.Get("KV-Operation") != "":
+			// None, under a delete or purge marker: an advance from none expects it
+			// (WriteEpoch), and so does a write that adopted none.
+			none.Rev = m.Sequence
+		default:
+			foreign = fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
 		}
-		return r.recover(ctx, what, epoch.Record{}, none)
+		return r.recover(ctx, what, none, foreign)
 	}
 	c, err := r.last(ctx, r.checkSubject(n))
 	switch {
@@ -155,8 +162,9 @@ func (r *Record) last(ctx context.Context, subject string) (*js.RawStreamMsg, er
 }
 
 // WriteEpoch advances the record from over to n (see the package doc): from none in one
-// atomic batch, from an epoch in three conditional writes (advance). ErrMoved when over
-// is no longer the store's.
+// atomic batch (expecting B at over.Rev: 0 when B is empty, the marker's revision when
+// B was deleted), from an epoch in three conditional writes (advance). ErrMoved when
+// over is no longer the store's.
 func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Epoch > 0 {
 		return r.advance(ctx, n, over)
@@ -166,7 +174,7 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 		data := strconv.AppendUint(nil, n, 10)
 		current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
 		current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-		current.Header.Set(js.ExpectedLastSubjSeqHeader, "0")
+		current.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
 		check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
 		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		var err error

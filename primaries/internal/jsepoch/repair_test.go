@@ -123,8 +123,8 @@ func TestNoCheckSubjectsNoRepair(t *testing.T) {
 		t.Fatalf("ReadEpoch of a fresh stream = %+v, %v; want none", rec, err)
 	}
 	tamper(t, ctx, j, "delete")
-	if rec, err := r.ReadEpoch(ctx); err != nil || rec != (epoch.Record{}) {
-		t.Fatalf("ReadEpoch of a deleted B and no checks = %+v, %v; want none", rec, err)
+	if rec, err := r.ReadEpoch(ctx); err != nil || rec.Epoch != 0 || rec.Rev == 0 {
+		t.Fatalf("ReadEpoch of a deleted B and no checks = %+v, %v; want none, under the marker's revision", rec, err)
 	}
 	tamper(t, ctx, j, "xyz")
 	if _, err := r.ReadEpoch(ctx); err == nil {
@@ -132,5 +132,23 @@ func TestNoCheckSubjectsNoRepair(t *testing.T) {
 	}
 	if len(*got) != 0 {
 		t.Fatalf("repairs = %+v, want none", *got)
+	}
+}
+
+// A deleted B over no check subject (an operator's delete before any engine adopted)
+// is a store that holds none: an epoch is adopted over the delete marker. (Before, the
+// advance from none expected B empty and failed its 16 rounds.)
+func TestAdoptOverADeletedRecordWithNoChecks(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	tamper(t, ctx, j, "delete")
+	one, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatalf("Adopt 1 over a deleted B: %v", err)
+	}
+	if err := write(ctx, j, r, one); err != nil {
+		t.Fatalf("a write under 1: %v", err)
+	}
+	if got, err := r.ReadEpoch(ctx); err != nil || got != one {
+		t.Fatalf("ReadEpoch = %+v, %v; want %+v", got, err, one)
 	}
 }
