@@ -113,7 +113,7 @@ func tamper(h *harness) error {
 		return err
 	}
 	order := h.rng.Perm(len(tamperKinds))
-	evictions := map[int]check.Fault{} // by cycle number
+	var evictions []check.Fault
 	for n := 0; h.cycles(n, len(tamperKinds)); n++ {
 		tk := tamperKinds[order[n%len(order)]]
 		if n > 0 && n%len(order) == 0 {
@@ -133,7 +133,7 @@ func tamper(h *harness) error {
 		}
 		at := h.fault("tamper", "%s", tk.name)
 		if tk.evicts {
-			evictions[n+1] = check.Fault{Name: tk.name, Start: at, End: at}
+			evictions = append(evictions, check.Fault{Name: tk.name, Start: at, End: at})
 		}
 		ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 		err = tk.do(ctx, h)
@@ -185,10 +185,16 @@ func tamper(h *harness) error {
 	if _, err := cur.wait(drainSeconds*time.Second + 20*time.Second); err != nil {
 		return err
 	}
-	h.perCycle(h.history(), func(c check.Cycle, calls []bench.Op) check.Result {
-		if f, ok := evictions[c.N]; ok {
-			f.Until = c.To
-			return check.AnsweredAfterTakeover(calls, []check.Fault{f}, 2*h.lease)
+	// A call sent just before a cycle ended can still be running at the next cycle's
+	// eviction: every cycle's calls are judged against every eviction they meet.
+	evictions = h.bounded(evictions)
+	h.perCycle(h.history(), func(_ check.Cycle, calls []bench.Op) check.Result {
+		for _, f := range evictions {
+			for _, op := range calls {
+				if (f.Until.IsZero() || op.Invoke.Before(f.Until)) && !op.Complete.Before(f.Start) {
+					return check.AnsweredAfterTakeover(calls, evictions, 2*h.lease)
+				}
+			}
 		}
 		return check.ZeroFailures(calls)
 	})
