@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/leasetest"
@@ -31,7 +33,8 @@ func TestRootListsFailingMembers(t *testing.T) {
 				c.Send(c.Sender(), Accepting{From: c.PID(), On: true})
 			}
 		}, "primary", actor.WithID("keyvalue"))
-		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{member}})
+		core, logs := observer.New(zap.WarnLevel)
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{member}, Logger: zap.New(core)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,6 +52,9 @@ func TestRootListsFailingMembers(t *testing.T) {
 		}
 		if root.State() == lease.StateServing {
 			t.Fatal("the root says serving while a member cannot serve")
+		}
+		if got := logs.FilterMessage("a member could not serve; retrying").Len(); got != 1 {
+			t.Fatalf("%d warnings for one run of the same failure, want 1", got)
 		}
 		refuse.Store(false)
 		time.Sleep(serveRetry)

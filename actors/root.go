@@ -438,7 +438,14 @@ func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
 	if m.From == nil {
 		return
 	}
-	a.r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	// Once per run of failures with one error: the retry every serveRetry would
+	// otherwise log twice a second for as long as the member cannot serve.
+	prev, again := a.st.failing[m.From.String()]
+	if again && prev.Err != nil && m.Err != nil && prev.Err.Error() == m.Err.Error() {
+		a.r.log.Debug("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	} else {
+		a.r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	}
 	if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
 		// The holder cannot serve this member's calls: not ready (Failing).
 		a.st.failing.fail(m.From, m.Err, time.Now())
