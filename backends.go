@@ -17,12 +17,13 @@ import (
 	objjs "github.com/abi-engine/engine/primaries/objectstorage/jetstream"
 	objmem "github.com/abi-engine/engine/primaries/objectstorage/memory"
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 )
 
 func nothingToClose() error { return nil }
 
 // openKeyValue opens the configured keyvalue backend.
-func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set) (keyvalue.Store, func() error, error) {
+func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set, log *zap.Logger) (keyvalue.Store, func() error, error) {
 	kc := cfg.Services.KeyValue
 	switch kc.Adapter {
 	case config.KeyValueMemory:
@@ -38,7 +39,7 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *fa
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue (jetstream): %w", err)
 		}
-		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas(), Failpoints: fp})
+		s, err := kvjs.New(ctx, js, kvjs.Config{Bucket: kc.Bucket, Replicas: cfg.KeyValueReplicas(), Failpoints: fp, Logger: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.keyvalue: %w", err)
 		}
@@ -54,7 +55,7 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *fa
 }
 
 // openObjectStorage opens the configured object_storage backend.
-func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set) (objectstorage.Store, func() error, error) {
+func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set, log *zap.Logger) (objectstorage.Store, func() error, error) {
 	oc := cfg.Services.ObjectStorage
 	switch oc.Adapter {
 	case config.ObjectStorageMemory:
@@ -70,7 +71,7 @@ func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, f
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage (jetstream): %w", err)
 		}
-		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.ObjectStorageReplicas(), Failpoints: fp})
+		s, err := objjs.New(ctx, js, objjs.Config{Bucket: oc.Bucket, Replicas: cfg.ObjectStorageReplicas(), Failpoints: fp, Logger: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("engine: services.object_storage: %w", err)
 		}

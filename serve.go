@@ -58,7 +58,7 @@ func (s *servingSet) openSessions() int {
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
 	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
-	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints)
+	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
@@ -70,7 +70,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(healthyKeyValue{Store: kv, h: kvHealth})
 	set.kv = kv
-	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints)
+	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/lease"
 )
@@ -35,6 +36,9 @@ type Status struct {
 	// Backends are the serving (or standby) engine's backends, each with whether it
 	// answers; empty on a client.
 	Backends []BackendStatus `json:"backends"`
+	// Failing are the members of a holder that could not serve what they were told,
+	// each with why; empty while every member serves (or none was told to).
+	Failing []MemberStatus `json:"failing,omitempty"`
 	// ActorPanics counts the actor panics recovered since the engine started.
 	ActorPanics uint64 `json:"actor_panics"`
 	// NotReady says why /readyz answers 503; empty when it answers 200.
@@ -49,6 +53,14 @@ type BackendStatus struct {
 	Error   string `json:"error,omitempty"` // why it is down
 }
 
+// MemberStatus is a member (a service's primary, a transfer host, the jobs host) of a
+// holder that could not serve, in GET /status.
+type MemberStatus struct {
+	Member string    `json:"member"` // its actor: "primary/keyvalue"
+	Error  string    `json:"error"`  // why its last serve failed
+	Since  time.Time `json:"since"`  // since when it has been failing
+}
+
 // LeaseStatus is the lease as this engine knows it.
 type LeaseStatus struct {
 	Revision uint64 `json:"revision"`
@@ -61,7 +73,9 @@ type LeaseStatus struct {
 // State is where the engine stands, as /status, /readyz and the metrics say it: idle
 // until Load has returned; then the lease's state, except that a lease taken (at the
 // claim, a takeover, a renewal after fencing) shows as serving only once the root actor
-// has confirmed that every member serves, and as the state before it until then.
+// has confirmed that every member serves, and as the state before it until then. A
+// holder with a member that failed to serve shows as serving (it holds the lease, and
+// no other engine serves), and Readiness names the member.
 func (e *Engine) State() State {
 	e.mu.Lock()
 	role, own, root, up := e.role, e.ownership, e.root, e.up
@@ -81,6 +95,9 @@ func (e *Engine) State() State {
 	if root == nil {
 		return StateIdle
 	}
+	if len(root.Failing()) > 0 {
+		return StateServing
+	}
 	return State(root.State().String())
 }
 
@@ -94,8 +111,13 @@ func (e *Engine) status() Status {
 		ActorPanics: e.metrics.panicCount.Load(),
 	}
 	e.mu.Lock()
-	own, set := e.ownership, e.serving
+	own, set, root := e.ownership, e.serving, e.root
 	e.mu.Unlock()
+	if root != nil {
+		for _, f := range e.failingMembers(root) {
+			s.Failing = append(s.Failing, MemberStatus{Member: f.Member, Error: f.Err.Error(), Since: f.Since})
+		}
+	}
 	s.Backends = []BackendStatus{}
 	if set != nil {
 		for _, h := range set.health {
@@ -157,13 +179,16 @@ var errLoading = errors.New("engine: loading")
 // in, or the backends that are down (design §4.5).
 func (e *Engine) Readiness() error {
 	e.mu.Lock()
-	up, set := e.up, e.serving
+	up, set, root := e.up, e.serving, e.root
 	e.mu.Unlock()
 	if !up {
 		return errLoading
 	}
 	switch st := e.State(); st {
 	case StateServing:
+		if failing := e.failingMembers(root); len(failing) > 0 {
+			return fmt.Errorf("engine: serving, but %w", membersDown(failing))
+		}
 		if set != nil {
 			if down := set.backendsDown(); len(down) > 0 {
 				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
@@ -180,6 +205,34 @@ func (e *Engine) Readiness() error {
 	}
 }
 
+// ErrMemberCannotServe is the readiness of a holder with a member that was told to
+// serve and could not (a store that refuses the epoch, a bucket refused for its
+// settings, a subscription refused): that service's calls go unanswered. Once it has
+// lasted a lease period the engine is not healthy either.
+var ErrMemberCannotServe = errors.New("a member cannot serve")
+
+// failingMembers are root's failing members while this engine holds the lease (none
+// otherwise: a standby's members are not told to serve).
+func (e *Engine) failingMembers(root interface{ Failing() []actors.MemberFailure }) []actors.MemberFailure {
+	e.mu.Lock()
+	own := e.ownership
+	e.mu.Unlock()
+	if root == nil || own == nil || own.Status().State != lease.StateServing {
+		return nil
+	}
+	return root.Failing()
+}
+
+// membersDown names each failing member, why and since when; it matches
+// ErrMemberCannotServe.
+func membersDown(failing []actors.MemberFailure) error {
+	parts := make([]string, len(failing))
+	for i, f := range failing {
+		parts[i] = fmt.Sprintf("%s (for %s): %v", f.Member, time.Since(f.Since).Round(time.Millisecond), f.Err)
+	}
+	return fmt.Errorf("%w: %s", ErrMemberCannotServe, strings.Join(parts, "; "))
+}
+
 // errWedged is the health error of a holder that believes it serves but has not
 // renewed for more than a lease period.
 var errWedged = errors.New("engine: wedged")
@@ -189,12 +242,17 @@ var errWedged = errors.New("engine: wedged")
 // account) and a restart is the cure a liveness probe can bring.
 var errStuckFenced = errors.New("engine: fenced without recovering")
 
+// errStuckMember is the health error of a holder with a member that has failed to
+// serve for longer than a lease period.
+var errStuckMember = errors.New("engine: holding the lease")
+
 // Healthy is nil while the process is healthy, and an error when the engine believes
-// it serves but has not renewed for more than a lease period (a wedged holder), or has
-// been fenced for longer than a lease period without renewing again.
+// it serves but has not renewed for more than a lease period (a wedged holder), holds
+// the lease with a member that has failed to serve for more than a lease period, or
+// has been fenced for longer than a lease period without renewing again.
 func (e *Engine) Healthy() error {
 	e.mu.Lock()
-	own := e.ownership
+	own, root := e.ownership, e.root
 	e.mu.Unlock()
 	if own == nil {
 		return nil
@@ -207,6 +265,12 @@ func (e *Engine) Healthy() error {
 		if since > lp {
 			return fmt.Errorf("%w: serving but no lease renewal for %s (lease %s)", errWedged,
 				since.Round(time.Millisecond), lp)
+		}
+		// A member that cannot serve for a lease period is as stuck as a fence that
+		// lasts one: a restart is what a liveness probe can bring (and a rollout that
+		// waits for readiness does not go on meanwhile).
+		if failing := e.failingMembers(root); len(failing) > 0 && time.Since(failing[0].Since) > lp {
+			return fmt.Errorf("%w for longer than the lease (%s): %w", errStuckMember, lp, membersDown(failing))
 		}
 	case lease.StateFenced:
 		// It fenced lease/2 after its last successful renewal.

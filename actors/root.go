@@ -133,6 +133,8 @@ type cascade struct {
 	served    uint64 // serving periods confirmed so far
 	epoch     uint64 // the epoch the members were last told to serve under
 	revision  uint64 // the lease revision of the last Serving, for the handover's log lines
+	failing   failing
+	failGen   uint64 // bumped on every change of failing, so publish sees it
 
 	ended bool
 	err   error
@@ -157,6 +159,9 @@ type rootView struct {
 	epoch  uint64
 	ended  bool
 	err    error
+	// failing is the members that could not serve (Failing); failGen its version.
+	failing []MemberFailure
+	failGen uint64
 }
 
 // Messages the root sends itself: from its timers and its sessions goroutine.
@@ -296,6 +301,10 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case Accepting:
 		if m.On {
 			a.accepted(m.From)
+			if m.From != nil && a.st.failing[m.From.String()].Member != "" {
+				a.st.failing.served(m.From)
+				a.st.failGen++
+			}
 		}
 	case ServeFailed:
 		a.serveFailed(c, m)
@@ -361,6 +370,7 @@ func (a *rootActor) roleChanged(c *actor.Context, msg any) {
 		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
 	case StandingBy:
 		st.state = lease.StateStandby
+		a.clearFailing()
 	case Fenced:
 		a.notUp(lease.StateFenced)
 		a.fanOut(c, Stop{}, true)
@@ -419,6 +429,7 @@ func (a *rootActor) notUp(s lease.State) {
 	st := a.st
 	st.state, st.up, st.upWaiting = s, false, nil
 	a.stopRetries()
+	a.clearFailing()
 }
 
 // serveFailed tells the member Serve again after a pause: a broker that is away comes
@@ -427,7 +438,19 @@ func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
 	if m.From == nil {
 		return
 	}
-	a.r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	// Once per run of failures with one error: the retry every serveRetry would
+	// otherwise log twice a second for as long as the member cannot serve.
+	prev, again := a.st.failing[m.From.String()]
+	if again && prev.Err != nil && m.Err != nil && prev.Err.Error() == m.Err.Error() {
+		a.r.log.Debug("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	} else {
+		a.r.log.Warn("a member could not serve; retrying", zap.Stringer("member", m.From), zap.Error(m.Err))
+	}
+	if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
+		// The holder cannot serve this member's calls: not ready (Failing).
+		a.st.failing.fail(m.From, m.Err, time.Now())
+		a.st.failGen++
+	}
 	if stale := (*epoch.StaleError)(nil); errors.As(m.Err, &stale) && stale.Current > a.st.epoch {
 		// Every epoch a store holds was the lease record's first: the record was lost.
 		a.r.log.Warn("a data store holds a newer epoch than the lease's record, which was lost; the lease's epoch goes past it",
@@ -458,11 +481,17 @@ func (a *rootActor) end(err error) {
 // publish puts the cascade where the handles read it.
 func (a *rootActor) publish() {
 	st := a.st
-	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, epoch: st.epoch, ended: st.ended, err: st.err}
+	v := rootView{phase: st.phase, state: st.state, up: st.up, served: st.served, epoch: st.epoch, ended: st.ended, err: st.err,
+		failGen: st.failGen}
 	a.r.view.Update(func(old rootView) (rootView, bool) {
+		if v.failGen != old.failGen {
+			v.failing = st.failing.list()
+		} else {
+			v.failing = old.failing
+		}
 		// err is set once, with ended; errors need not be comparable.
 		return v, v.phase != old.phase || v.state != old.state || v.up != old.up ||
-			v.served != old.served || v.epoch != old.epoch || v.ended != old.ended
+			v.served != old.served || v.epoch != old.epoch || v.ended != old.ended || v.failGen != old.failGen
 	})
 }
 
@@ -478,6 +507,15 @@ func (a *rootActor) armPhase(c *actor.Context) {
 	}
 	e, self, p := c.Engine(), c.PID(), st.phase
 	a.phaseTimer = time.AfterFunc(time.Until(st.deadline), func() { e.Send(self, phaseDeadline{phase: p}) })
+}
+
+// clearFailing forgets the failing members: the members were told to stop, or the
+// engine stands by, so nothing is expected of them.
+func (a *rootActor) clearFailing() {
+	if len(a.st.failing) > 0 {
+		clear(a.st.failing)
+		a.st.failGen++
+	}
 }
 
 func (a *rootActor) stopRetries() {

@@ -225,7 +225,7 @@ func (nameOnly) Model() *check.Model { return nil }
 
 func TestScenariosAndCommand(t *testing.T) {
 	names := Names()
-	want := []string{"rolling-deploy", "kill-holder", "pause-holder", "zombie-write", "partition", "clock-skew", "handover", "broker-restart", "actor-kills", "foreign-value", "cluster-node-loss"}
+	want := []string{"rolling-deploy", "kill-holder", "pause-holder", "zombie-write", "partition", "clock-skew", "handover", "broker-restart", "actor-kills", "foreign-value", "tamper", "cluster-node-loss"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("scenarios %v, want %v", names, want)
 	}

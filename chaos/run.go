@@ -180,6 +180,13 @@ func Scenarios() []Scenario {
 			run:         foreignValue,
 		},
 		{
+			Name:         "tamper",
+			Description:  "engine processes hand over by SIGTERM after each cycle tampers with a record (the keyvalue epoch record deleted or rewritten, the lease's epoch record or key deleted, the object bucket recreated with memory storage and a max age): the successor repairs or refuses it, never serves under it silently, and /readyz says so while a member cannot serve",
+			Processes:    true,
+			KeyValueOnly: true,
+			run:          tamper,
+		},
+		{
 			Name:        "cluster-node-loss",
 			Description: "on a 3-node cluster with R3 buckets each node is lost in turn, the lease stream's leader first: at most one lease period without a serving engine",
 			Cluster:     true,

@@ -383,3 +383,22 @@ func Inspect(ctx context.Context, js jetstream.JetStream, spec Spec) (cfg jetstr
 	}
 	return cfg, true, b.check(cfg)
 }
+
+// DataSettings are what a service's bucket (the jetstream backends' data) must have so
+// that nothing the engine acknowledged vanishes by itself: the configured storage (an
+// existing bucket on memory storage loses everything at a server restart), no max age
+// (a TTL), and, when history is above 0, that many revisions per key (a KV bucket
+// keeping more than the engine needs is not one it made: it was recreated from
+// outside). Open refuses a bucket that breaks them, and so does every Ensure, which
+// the backends run whenever the bucket may have changed under them.
+func DataSettings(storage jetstream.StorageType, history int) []Setting {
+	want := FileStorage()
+	if storage == jetstream.MemoryStorage {
+		want.Want = "memory"
+	}
+	s := []Setting{want, NoMaxAge()}
+	if history > 0 {
+		s = append(s, History(history))
+	}
+	return s
+}

@@ -87,3 +87,6 @@ func (f *Fence) Write(ctx context.Context, what string, sendTok func(tok epoch.R
 // Carry puts the check of tok on m: the one place a JetStream backend attaches its
 // token to a write.
 func (f *Fence) Carry(m *nats.Msg, tok epoch.Record) { f.record.Check(m, tok) }
+
+// Record is the bucket's epoch record the fence adopts in.
+func (f *Fence) Record() *Record { return f.record }

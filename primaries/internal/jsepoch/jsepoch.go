@@ -58,9 +58,10 @@ import (
 
 // Record is the epoch record of one bucket; it implements epoch.Records.
 type Record struct {
-	js     js.JetStream
-	stream js.Stream
-	base   string
+	js       js.JetStream
+	stream   js.Stream
+	base     string
+	repaired func(Repair) // OnRepair
 }
 
 var _ epoch.Records = (*Record)(nil)
@@ -107,21 +108,37 @@ func (r *Record) Check(m *nats.Msg, rec epoch.Record) {
 // yet written, is completed (settle), so the record returned is one a write can carry.
 func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
 	m, err := r.last(ctx, r.base)
-	if err != nil || m == nil {
+	if err != nil {
 		return epoch.Record{}, err
 	}
-	n, err := strconv.ParseUint(string(m.Data), 10, 64)
-	if err != nil || n == 0 {
-		return epoch.Record{}, fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
+	what, n, ok := found(m)
+	if !ok {
+		// B deleted, purged or rewritten: the check subjects say where the bucket
+		// stands (repair.go). With none, a B that held a value no engine writes is
+		// refused, naming it; an empty or deleted one is a bucket that holds no epoch.
+		var none epoch.Record
+		var foreign error
+		switch {
+		case m == nil:
+		case m.Header.Get("KV-Operation") != "":
+			// None, under a delete or purge marker: an advance from none expects it
+			// (WriteEpoch), and so does a write that adopted none.
+			none.Rev = m.Sequence
+		default:
+			foreign = fmt.Errorf("the epoch record %s (sequence %d) holds %.32q, not an epoch (a positive decimal number): it was written by something other than an engine", r.base, m.Sequence, m.Data)
+		}
+		return r.recover(ctx, what, none, foreign)
 	}
 	c, err := r.last(ctx, r.checkSubject(n))
 	switch {
 	case err != nil:
 		return epoch.Record{}, err
 	case c == nil:
-		// No check message (removed by hand): writes under n expect none, and the
-		// next adoption marks the subject, which ends them.
-		return epoch.Record{Epoch: n}, nil
+		// No check message: B was rewritten to an epoch no engine advanced to, or the
+		// check was removed by hand. Another check subject, if any, is the record;
+		// with none, writes under n expect none, and the next adoption marks the
+		// subject, which ends them.
+		return r.recover(ctx, fmt.Sprintf("epoch %d, whose check subject is empty", n), epoch.Record{Epoch: n}, nil)
 	}
 	s, err := r.slotOf(n, c)
 	for hops := 0; err == nil && !s.check; hops++ {
@@ -146,8 +163,9 @@ func (r *Record) last(ctx context.Context, subject string) (*js.RawStreamMsg, er
 }
 
 // WriteEpoch advances the record from over to n (see the package doc): from none in one
-// atomic batch, from an epoch in three conditional writes (advance). ErrMoved when over
-// is no longer the store's.
+// atomic batch (expecting B at over.Rev: 0 when B is empty, the marker's revision when
+// B was deleted), from an epoch in three conditional writes (advance). ErrMoved when
+// over is no longer the store's.
 func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Epoch > 0 {
 		return r.advance(ctx, n, over)
@@ -157,7 +175,7 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 		data := strconv.AppendUint(nil, n, 10)
 		current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
 		current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-		current.Header.Set(js.ExpectedLastSubjSeqHeader, "0")
+		current.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
 		check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
 		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		var err error

@@ -26,6 +26,12 @@ func resend(fp *failpoint.Set, send func(tok epoch.Record) error) func(tok epoch
 // the adoption fails, matching epoch.ErrFenced, when the bucket holds a newer epoch.
 // From then on every write carries it. Safe for concurrent use.
 func (s *Store) AdoptEpoch(ctx context.Context, n uint64) error {
+	// The bucket may not be the one opened (deleted and recreated from outside, with
+	// other settings): one that could lose what is written under n is refused here,
+	// before the epoch is adopted in it.
+	if _, err := s.opened.Ensure(ctx); err != nil {
+		return fmt.Errorf("keyvalue jetstream: adopt epoch %d: %w", n, err)
+	}
 	if err := s.fence.Adopt(ctx, n); err != nil {
 		return fmt.Errorf("keyvalue jetstream: %w", err)
 	}

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/keyvalue/kvtest"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -56,12 +59,28 @@ func TestEpochRecordIsAKey(t *testing.T) {
 	if err != nil || string(e.Value()) != "7" {
 		t.Fatalf("the bucket's %s = %v, %v; want 7", epochKey, e, err)
 	}
-	// A value no engine wrote is refused by name, never taken for an epoch.
+	// A value no engine wrote, or a delete, is never taken for an epoch: the check
+	// subjects say the bucket is at 7, the record is written back, and 8 is adopted
+	// over it (superseding 7's check). The repair is logged.
+	core, logs := observer.New(zap.WarnLevel)
+	s.fence.Record().OnRepair(jsepoch.LogRepair(zap.New(core), "keyvalue", "KV_REC"))
 	if _, err := s.kv.Put(ctx, epochKey, []byte("seven")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdoptEpoch(ctx, 8); err == nil || errors.Is(err, epoch.ErrFenced) {
-		t.Fatalf("AdoptEpoch over a foreign record = %v, want an error naming it", err)
+	if err := s.AdoptEpoch(ctx, 8); err != nil {
+		t.Fatalf("AdoptEpoch over a foreign record: %v", err)
+	}
+	if err := s.kv.Delete(ctx, epochKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdoptEpoch(ctx, 9); err != nil {
+		t.Fatalf("AdoptEpoch over a deleted record: %v", err)
+	}
+	if e, err := s.kv.Get(ctx, epochKey); err != nil || string(e.Value()) != "9" {
+		t.Fatalf("the bucket's %s = %v, %v; want 9", epochKey, e, err)
+	}
+	if n := logs.FilterMessageSnippet("repaired").Len(); n != 2 {
+		t.Fatalf("repairs logged = %d, want 2: %v", n, logs.All())
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/jsbucket"
@@ -60,6 +61,9 @@ type Config struct {
 	Storage js.StorageType
 	// Failpoints hosts resend-unknown (package failpoint); nil: none.
 	Failpoints *failpoint.Set
+	// Logger sees the repairs of the bucket's epoch record (deleted or rewritten from
+	// outside); nil: none.
+	Logger *zap.Logger
 }
 
 // The keys the engine keeps in the bucket besides the users' (which are base64url,
@@ -103,6 +107,10 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 			Storage:        cfg.Storage,
 			LimitMarkerTTL: markerTTL,
 		},
+		// A bucket that can lose keys by itself (recreated from outside with memory
+		// storage, a TTL, more history) is refused, here and whenever it is checked
+		// again (Probe, AdoptEpoch).
+		Require: jsbucket.DataSettings(cfg.Storage, 1),
 		// The two-check writes are atomic batches.
 		Stream: []jsbucket.StreamSetting{jsbucket.AtomicPublish()},
 		// A handle bound after this keeps reading from the leader, on a recreated
@@ -121,6 +129,7 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyvalue jetstream: bucket %s: %w", cfg.Bucket, err)
 	}
+	record.OnRepair(jsepoch.LogRepair(cfg.Logger, "keyvalue", cfg.Bucket))
 	s := &Store{js: j, kv: kv, stream: record.Stream(), bucket: cfg.Bucket, prefix: prefix, opened: b,
 		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints}
 	s.publishBatch = s.sendBatch

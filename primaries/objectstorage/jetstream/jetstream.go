@@ -25,6 +25,7 @@ import (
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/jsbucket"
@@ -51,6 +52,9 @@ type Config struct {
 	Storage js.StorageType
 	// Failpoints hosts skip-epoch (package failpoint); nil: none.
 	Failpoints *failpoint.Set
+	// Logger sees the repairs of the bucket's epoch record (deleted or rewritten from
+	// outside); nil: none.
+	Logger *zap.Logger
 }
 
 // epochBase is where the bucket keeps its epoch record, under the chunk subjects
@@ -84,11 +88,19 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 			Replicas:    cfg.Replicas,
 			Storage:     cfg.Storage,
 		},
+		// A bucket that can lose objects by itself (recreated from outside with memory
+		// storage or a TTL) is refused, here and whenever it is checked again (Probe,
+		// AdoptEpoch).
+		Require: jsbucket.DataSettings(cfg.Storage, 0),
 		// Adopting an epoch is an atomic batch.
 		Stream: []jsbucket.StreamSetting{jsbucket.AtomicPublish()},
 		// Reads from the stream leader only: see package jsread.
 		Prepare: jsread.LeaderOnly,
 	})
+	if shape := (*jsbucket.ShapeError)(nil); errors.As(err, &shape) {
+		// Not the broker's trouble: the bucket is refused (errors.As finds why).
+		return nil, fmt.Errorf("object storage: %w", err)
+	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: %v", err)
 	}
@@ -100,6 +112,7 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
 	}
+	record.OnRepair(jsepoch.LogRepair(cfg.Logger, "object_storage", cfg.Bucket))
 	return &Store{js: j, obs: obs, stream: record.Stream(), bucket: cfg.Bucket, opened: b,
 		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints}, nil
 }

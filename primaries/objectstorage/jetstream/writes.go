@@ -40,6 +40,12 @@ func metaSubject(bucket, name string) string {
 // carries it. The object-storage transfer host writes through the same Store, so the
 // object_storage primary's adoption covers its writes too.
 func (s *Store) AdoptEpoch(ctx context.Context, n uint64) error {
+	// The bucket may not be the one opened (deleted and recreated from outside, with
+	// other settings): one that could lose what is written under n is refused here,
+	// before the epoch is adopted in it.
+	if _, err := s.opened.Ensure(ctx); err != nil {
+		return fmt.Errorf("object storage jetstream: adopt epoch %d: %w", n, err)
+	}
 	if err := s.fence.Adopt(ctx, n); err != nil {
 		return fmt.Errorf("object storage jetstream: %w", err)
 	}

@@ -1,0 +1,216 @@
+package jsepoch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jserr"
+)
+
+// A record whose B was deleted (a KV delete or purge marker, or the subject purged
+// from the stream) or rewritten (a value that is not an epoch, or an epoch whose check
+// subject never held a check) does not say where the bucket stands. The check subjects
+// do: they are what writes look at, and nothing but an engine writes them. So a
+// reader that finds B unusable reads every check subject (recover) rather than
+// trusting B or giving up, which left an adopter retrying for ever (an outage every
+// probe called healthy), or, with B empty, advancing from none while the previous
+// epoch's check still stood and its writes still committed.
+//
+// Of the check subjects, the one holding a check message with the highest epoch is the
+// record. Every other one still holding a check is a previous epoch whose writes could
+// still commit: it is superseded (a marker naming the record's epoch, expecting the
+// check's revision) before the record is returned, so a repair never lets an older
+// epoch write. Then B is written again, naming the record, expecting its check
+// unchanged (as an advance's last step). A check subject holding anything else is
+// refused, naming it, as before: something other than an engine wrote it.
+
+// maxRecoverRounds bounds recover's scans: each further round means an adopter moved
+// the record while this one read it.
+const maxRecoverRounds = 4
+
+// Repair says what a reader found wrong with B and what it did about it; the backend
+// logs it (a repair is never silent).
+type Repair struct {
+	// Found is what B held: "deleted", "purged", "empty", "\"xyz\", not an epoch",
+	// "epoch 999, whose check subject is empty".
+	Found string
+	// Epoch is the record found on the check subjects and written to B again.
+	Epoch uint64
+	// Superseded are the epochs whose check messages still stood below it.
+	Superseded []uint64
+}
+
+func (p Repair) String() string {
+	s := fmt.Sprintf("the epoch record was %s; the check subjects say epoch %d, written back", p.Found, p.Epoch)
+	if len(p.Superseded) > 0 {
+		s += fmt.Sprintf("; superseded epochs %v whose checks still stood (their writes are refused from now on)", p.Superseded)
+	}
+	return s
+}
+
+// OnRepair sets the function told of every repair (nil: none). Set it before the
+// record is used.
+func (r *Record) OnRepair(f func(Repair)) { r.repaired = f }
+
+// found describes m, B's last message, when it names no epoch; ok is false when it does.
+func found(m *js.RawStreamMsg) (what string, n uint64, ok bool) {
+	if m == nil {
+		return "empty", 0, false
+	}
+	switch m.Header.Get("KV-Operation") {
+	case "DEL":
+		return "deleted", 0, false
+	case "PURGE":
+		return "purged", 0, false
+	}
+	n, err := strconv.ParseUint(string(m.Data), 10, 64)
+	if err != nil || n == 0 {
+		return fmt.Sprintf("%.32q (sequence %d), not an epoch", m.Data, m.Sequence), 0, false
+	}
+	return "", n, true
+}
+
+// recover finds the record on the check subjects when B (described by what) does not
+// name a usable one; fallback is what ReadEpoch returns when no check subject exists
+// at all (a bucket that never held an epoch, or B naming one whose check was removed).
+func (r *Record) recover(ctx context.Context, what string, fallback epoch.Record, fallbackErr error) (epoch.Record, error) {
+	for range maxRecoverRounds {
+		rec, rep, err := r.scan(ctx, what)
+		switch {
+		case errors.Is(err, epoch.ErrMoved):
+			continue
+		case err != nil:
+			return epoch.Record{}, err
+		case rec.Epoch == 0:
+			return fallback, fallbackErr
+		}
+		if r.repaired != nil {
+			r.repaired(rep)
+		}
+		return rec, nil
+	}
+	return epoch.Record{}, fmt.Errorf("the epoch record %s was %s and its check subjects changed %d times while being read", r.base, what, maxRecoverRounds)
+}
+
+// scan reads every check subject, supersedes the live checks below the highest, and
+// writes B again. The zero Record: no check subject exists.
+func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, error) {
+	rep := Repair{Found: what}
+	epochs, err := r.checkEpochs(ctx)
+	if err != nil || len(epochs) == 0 {
+		return epoch.Record{}, rep, err
+	}
+	var live []slot
+	top := slot{}
+	for _, n := range epochs {
+		m, err := r.last(ctx, r.checkSubject(n))
+		if err != nil {
+			return epoch.Record{}, rep, fmt.Errorf("read the epoch check subject %s: %w", r.checkSubject(n), err)
+		}
+		if m == nil {
+			continue
+		}
+		s, err := r.slotOf(n, m)
+		if err != nil {
+			return epoch.Record{}, rep, err
+		}
+		if s.check {
+			live = append(live, s)
+		}
+		if named(s) > named(top) || (named(s) == named(top) && s.check) {
+			top = s
+		}
+	}
+	// The highest epoch named: a live check, or a marker naming a subject past every
+	// check (an advance stopped after its first step), which settle completes.
+	for hops := 0; !top.check; hops++ {
+		if hops == maxHops {
+			return epoch.Record{}, rep, fmt.Errorf("the epoch check subjects of %s: more than %d superseded epochs in a row", r.base, maxHops)
+		}
+		if top, err = r.settle(ctx, top.next); err != nil {
+			return epoch.Record{}, rep, err
+		}
+	}
+	for _, s := range live {
+		if s.epoch == top.epoch {
+			continue
+		}
+		marker := &nats.Msg{Subject: r.checkSubject(s.epoch), Header: nats.Header{}}
+		marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+		marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.seq, 10))
+		marker.Header.Set(supersededBy, strconv.FormatUint(top.epoch, 10))
+		if _, err := r.publish(ctx, marker); err != nil {
+			return epoch.Record{}, rep, r.advanceError(s.epoch, top.epoch, "supersede", err)
+		}
+		rep.Superseded = append(rep.Superseded, s.epoch)
+	}
+	rec := epoch.Record{Epoch: top.epoch, Rev: top.seq}
+	current := &nats.Msg{Subject: r.base, Data: strconv.AppendUint(nil, top.epoch, 10), Header: nats.Header{}}
+	current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+	r.Check(current, rec)
+	if _, err := r.publish(ctx, current); err != nil {
+		if jserr.IsConflict(err) {
+			// The record's check moved (an adopter advanced it): read again.
+			return epoch.Record{}, rep, fmt.Errorf("%s: %w (%v)", r.base, epoch.ErrMoved, err)
+		}
+		return epoch.Record{}, rep, fmt.Errorf("write %s back: %w", r.base, err)
+	}
+	rep.Epoch = top.epoch
+	return rec, rep, nil
+}
+
+// named is the epoch a slot stands for: its own while it holds the check, else the one
+// that superseded it.
+func named(s slot) uint64 {
+	if s.check {
+		return s.epoch
+	}
+	return s.next
+}
+
+// checkEpochs lists the epochs that have a check subject (B.<N>) in the stream,
+// ascending.
+func (r *Record) checkEpochs(ctx context.Context) ([]uint64, error) {
+	// A handle of its own: Info replaces a handle's cached configuration, and the
+	// record's handle must keep reading the way it was bound (package jsread).
+	st, err := r.js.Stream(ctx, r.stream.CachedInfo().Config.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list the epoch check subjects %s.>: %w", r.base, err)
+	}
+	info, err := st.Info(ctx, js.WithSubjectFilter(r.base+".>"))
+	if err != nil {
+		return nil, fmt.Errorf("list the epoch check subjects %s.>: %w", r.base, err)
+	}
+	var epochs []uint64
+	for subj := range info.State.Subjects {
+		n, err := strconv.ParseUint(strings.TrimPrefix(subj, r.base+"."), 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("the subject %s is under the epoch record %s but names no epoch: it was written by something other than an engine", subj, r.base)
+		}
+		epochs = append(epochs, n)
+	}
+	slices.Sort(epochs)
+	return epochs, nil
+}
+
+// LogRepair returns what a store gives OnRepair: one warning per repair, naming the
+// service and the bucket (nil log: none).
+func LogRepair(log *zap.Logger, service, bucket string) func(Repair) {
+	if log == nil {
+		return nil
+	}
+	return func(p Repair) {
+		log.Warn("the bucket's epoch record was deleted or rewritten from outside: repaired from its check subjects",
+			zap.String("service", service), zap.String("bucket", bucket), zap.String("found", p.Found),
+			zap.Uint64("epoch", p.Epoch), zap.Uint64s("superseded", p.Superseded), zap.Stringer("repair", p))
+	}
+}
