@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -179,7 +180,7 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 		return []byte{}, false, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, readTimeout(info.Size))
-	content, err = s.obs.GetBytes(actx, name)
+	content, err = readExact(actx, s.obs, name)
 	cancel()
 	if err == nil || ctx.Err() != nil {
 		return content, false, err
@@ -189,6 +190,38 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 		return nil, false, ierr // a delete meanwhile is NOT_FOUND
 	}
 	return nil, cur.NUID != info.NUID, err
+}
+
+// readExact reads object name into a buffer of the size its metadata gives. nats.go's
+// GetBytes reads into a bytes.Buffer that doubles as it grows, so a read could hold
+// about twice the object while the transfer budget counts it once. The digest is
+// checked at the end, as GetBytes does.
+func readExact(ctx context.Context, obs js.ObjectStore, name string) ([]byte, error) {
+	res, err := obs.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return nil, err
+	}
+	content := make([]byte, info.Size)
+	if _, err := io.ReadFull(res, content); err != nil {
+		return nil, err
+	}
+	var more [1]byte
+	for range 100 { // a reader may return nothing and no error; io.ReadAll gives up after as many
+		switch n, err := res.Read(more[:]); {
+		case n > 0:
+			return nil, fmt.Errorf("object %s holds more than the %d bytes of its metadata", name, info.Size)
+		case err == io.EOF:
+			return content, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+	return nil, io.ErrNoProgress
 }
 
 // readTimeout is how long one read of an object of size bytes may take: a second, plus
