@@ -117,6 +117,13 @@ func TestAFloodFromManyConnectionsGetsAnAnswerForEach(t *testing.T) {
 		perConn = 5000
 		total   = conns * perConn
 	)
+	if raceDetector {
+		// The broker runs in this process: with the race detector it is so slow that
+		// the engine's JetStream writes run out of time (DEADLINE_EXCEEDED answers).
+		// The engine process is built without it either way; CI runs this test in its
+		// pass with the fail points, which has no race detector.
+		t.Skip("without the race detector only: the broker in this process is too slow with it")
+	}
 	srv := natstest.Start(t)
 	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), Lease: 10})
 	p.waitState("serving", 20*time.Second)
