@@ -67,7 +67,21 @@ type Store struct {
 	opened *jsbucket.Bucket
 	fence  *jsepoch.Fence
 	fp     *failpoint.Set
+	large  chan struct{} // a token per read of a large object under way (maxLargeReads)
 }
+
+// Reads of objects above largeRead bytes, at most maxLargeReads at once per store,
+// whoever asks (a get_object call, a transfer get). Each read is a push consumer whose
+// flow control lets up to 32 MiB be on its way to the engine's connection, which the
+// broker cuts as a slow consumer past its max_pending (64 MiB by default), taking every
+// service's calls with it; and each holds its object whole in memory until the caller
+// has parked or sent it, before any budget has counted it (issue 26: 48 concurrent gets
+// of a 40 MiB object had the engine killed by a 512 MiB pod limit). A small object's
+// window never grows past a few MiB, so small reads do not wait behind large ones.
+const (
+	largeRead     = 1 << 20
+	maxLargeReads = 2
+)
 
 var _ objectstorage.Store = (*Store)(nil)
 
@@ -102,7 +116,8 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 		return nil, protocol.Errorf(protocol.Unavailable, "object storage: JetStream bucket %s: %v", cfg.Bucket, err)
 	}
 	return &Store{js: j, obs: obs, stream: record.Stream(), bucket: cfg.Bucket, opened: b,
-		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints}, nil
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints,
+		large: make(chan struct{}, maxLargeReads)}, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured
@@ -178,6 +193,14 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 	}
 	if info.Size == 0 {
 		return []byte{}, false, nil
+	}
+	if info.Size > largeRead {
+		select {
+		case s.large <- struct{}{}:
+			defer func() { <-s.large }()
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
 	}
 	actx, cancel := context.WithTimeout(ctx, readTimeout(info.Size))
 	content, err = readExact(actx, s.obs, name)
