@@ -198,8 +198,8 @@ func TestAFloodFromManyConnectionsGetsAnAnswerForEach(t *testing.T) {
 	answered, got := len(seen), fmt.Sprint(codes)
 	mu.Unlock()
 	dropped := max(0, p.metric(t, `abi_engine_dropped_messages_total{subject="`+subject+`"}`))
-	t.Logf("%d sets from %d connections sent in %s, answered in %s: %s; dropped (counted) %g",
-		total, conns, sent.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), got, dropped)
+	t.Logf("%d sets from %d connections sent in %s, answered in %s: %s; dropped (counted) %g; engine peak RSS %d MiB",
+		total, conns, sent.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), got, dropped, procKiB(t, p.cmd.Process.Pid, "VmHWM")>>10)
 	if answered < total {
 		t.Errorf("%d of %d calls got no answer within 60 s (%g counted as dropped); answers %s", total-answered, total, dropped, got)
 	}
