@@ -40,7 +40,7 @@ func decodeWith(data []byte, v any, s *schema) error {
 	}
 	if json.Valid(data) {
 		dec := json.NewDecoder(bytes.NewReader(data))
-		if err := s.walk(dec, ""); err != nil {
+		if err := s.walk(dec, data, ""); err != nil {
 			return err
 		}
 	}
@@ -159,10 +159,15 @@ func addMembers(s *schema, t reflect.Type, seen map[reflect.Type]*schema) {
 	}
 }
 
-// walk reads one value from dec (valid JSON) and refuses what s does not allow.
-func (s *schema) walk(dec *json.Decoder, path string) error {
-	tok, err := dec.Token()
+// walk reads one value from dec (valid JSON, read from raw) and refuses what s does not
+// allow, and every string that holds an escaped lone surrogate (surrogate.go).
+func (s *schema) walk(dec *json.Decoder, raw []byte, path string) error {
+	tok, err := token(dec, raw, path, false)
 	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return err
+		}
 		return nil // cannot happen on valid JSON; encoding/json reports it
 	}
 	d, ok := tok.(json.Delim)
@@ -174,7 +179,10 @@ func (s *schema) walk(dec *json.Decoder, path string) error {
 		return protocol.Errorf(protocol.InvalidArgument, "member %q must be a base64 string, got an array", path)
 	case d == '{' && s.kind == kindStruct:
 		for dec.More() {
-			t, _ := dec.Token()
+			t, err := token(dec, raw, path, true)
+			if err != nil {
+				return err
+			}
 			name, _ := t.(string)
 			m, ok := s.members[name]
 			if !ok {
@@ -184,21 +192,24 @@ func (s *schema) walk(dec *json.Decoder, path string) error {
 				}
 				m = &schema{} // a member it does not have: ignored
 			}
-			if err := m.walk(dec, join(path, name)); err != nil {
+			if err := m.walk(dec, raw, join(path, name)); err != nil {
 				return err
 			}
 		}
 	case d == '{' && s.kind == kindMap:
 		for dec.More() {
-			t, _ := dec.Token()
+			t, err := token(dec, raw, path, true)
+			if err != nil {
+				return err
+			}
 			name, _ := t.(string)
-			if err := s.elem.walk(dec, join(path, name)); err != nil {
+			if err := s.elem.walk(dec, raw, join(path, name)); err != nil {
 				return err
 			}
 		}
 	case d == '[' && s.kind == kindList:
 		for dec.More() {
-			if err := s.elem.walk(dec, path); err != nil {
+			if err := s.elem.walk(dec, raw, path); err != nil {
 				return err
 			}
 		}
@@ -206,9 +217,11 @@ func (s *schema) walk(dec *json.Decoder, path string) error {
 		skip := &schema{}
 		for dec.More() {
 			if d == '{' {
-				_, _ = dec.Token()
+				if _, err := token(dec, raw, path, true); err != nil {
+					return err
+				}
 			}
-			if err := skip.walk(dec, path); err != nil {
+			if err := skip.walk(dec, raw, path); err != nil {
 				return err
 			}
 		}

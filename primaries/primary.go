@@ -114,6 +114,7 @@ type Primary struct {
 	backlog      chan queued             // calls waiting for a slot (backlog.go)
 	okHeader     nats.Header             // read-only, shared by every success reply
 	okHeaderSize int64                   // its encoded size, which counts against the max payload
+	refusal      *nats.Msg               // read-only: the header and body exhausted answers with
 	inline       bool                    // calls run on micro's callback (Service.Inline, no fail points)
 	observers    map[string]CallObserver // by operation, from Config.OnCall; nil without it
 
@@ -198,7 +199,7 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		}
 	}
 	base, cancel := context.WithCancelCause(context.Background())
-	return &Primary{
+	p := &Primary{
 		svc:      svc,
 		cfg:      cfg,
 		ops:      slices.Sorted(maps.Keys(svc.Operations)),
@@ -217,7 +218,9 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		base:       base,
 		cancelBase: cancel,
 		closing:    make(chan struct{}, 1),
-	}, nil
+	}
+	p.refusal = exhaustedReply(p)
+	return p, nil
 }
 
 // Name is the service's wire name.

@@ -27,7 +27,10 @@
 //  4. TransferStartRequest{id} runs the operation's Handler once, on a goroutine of the
 //     host, with the assembled upload; it is answered TransferStartReply{size} when the
 //     handler has returned, size being what it produced. A second start is CONFLICT; a
-//     failed start ends the session.
+//     failed start ends the session. A handler that knows what it will produce before
+//     producing it (a download, from the object's metadata) reserves those bytes first
+//     (TransferRequest.Reserve), so a start beyond the budget is refused
+//     RESOURCE_EXHAUSTED having read nothing.
 //  5. Download: TransferReadRequest{id, sequence} with sequence 0, 1, 2, ... answered
 //     TransferReadReply{data, sequence, done}; done marks the last chunk.
 //  6. TransferCloseRequest{id} ends the session and frees its bytes; closing an unknown
@@ -78,7 +81,8 @@
 //
 // The host actor alone changes the TransferHost's durable state: the subscriptions, the
 // registry of open sessions, the byte budget, and the context sessions run under. A
-// session actor asks for bytes by message (reserve, answered reserved), and reports a
+// session actor asks for bytes by message (reserve, answered reserved; a running
+// handler's Reserve goes through its session actor as reserveAhead), and reports a
 // failed start, a crash and each answered call the same way. The one counter changed
 // off the actors is the hot path's own: the calls in flight, an atomic counted at the
 // edge so the limit holds before anything queues.

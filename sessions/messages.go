@@ -94,6 +94,14 @@ type (
 	// reserved answers reserve: err is why the bytes were refused.
 	reserved struct{ err error }
 
+	// reserveAhead is a running handler's TransferRequest.Reserve: n bytes of the
+	// budget for what it is about to produce, answered on reply (buffered).
+	reserveAhead struct {
+		call  *call // the start whose handler asks
+		n     int64
+		reply chan error
+	}
+
 	// startDone carries a handler's outcome back to its session actor.
 	startDone struct {
 		call   *call

@@ -37,10 +37,12 @@ type sessionActor struct {
 	result    []byte
 	nextRead  uint64
 	finished  bool
-	running   *call     // the start whose handler runs
-	waiting   *awaiting // what waits for the host actor's reserved
-	held      []*call   // calls that came while something waited
-	lost      bool      // the actor crashed: the session's data went with it
+	running   *call         // the start whose handler runs
+	ahead     int64         // what the running handler reserved before producing it
+	asking    *reserveAhead // the running handler's Reserve, waiting for the host actor's reserved
+	waiting   *awaiting     // what waits for the host actor's reserved
+	held      []*call       // calls that came while something waited
+	lost      bool          // the actor crashed: the session's data went with it
 }
 
 // awaiting is a write, or a start's result, waiting for its bytes.
@@ -61,6 +63,8 @@ func (s *sessionActor) Receive(c *actor.Context) {
 		s.take(c, m)
 	case reserved:
 		s.reserved(c, m)
+	case reserveAhead:
+		s.reserveAhead(m)
 	case startDone:
 		s.startDone(m)
 	}
@@ -108,8 +112,34 @@ func (s *sessionActor) write(cl *call) {
 	}
 }
 
+// reserveAhead forwards a running handler's Reserve to the host actor. Only the
+// handler of the running start may reserve, one call at a time.
+func (s *sessionActor) reserveAhead(m reserveAhead) {
+	switch {
+	case s.lost || s.running != m.call:
+		m.reply <- notFound(s.e.id)
+	case s.asking != nil:
+		m.reply <- protocol.Errorf(protocol.Internal, "transfer session %s: a handler reserved twice at once", s.e.id)
+	case m.n <= 0:
+		m.reply <- nil
+	default:
+		s.asking = &m
+		s.h.tell(reserve{e: s.e, n: m.n})
+	}
+}
+
 // reserved goes on with what waited for its bytes, then with the calls held meanwhile.
 func (s *sessionActor) reserved(c *actor.Context, r reserved) {
+	if a := s.asking; a != nil {
+		// While a handler runs, its Reserve is the only thing that waits for bytes:
+		// writes are refused, and the result is reserved once it has returned.
+		s.asking = nil
+		if r.err == nil {
+			s.ahead += a.n
+		}
+		a.reply <- r.err
+		return
+	}
 	w := s.waiting
 	if w == nil {
 		return
@@ -149,11 +179,23 @@ func (s *sessionActor) start(c *actor.Context, cl *call) {
 	handler := h.cfg.Handlers[e.op]
 	req := cl.req.(*protocol.TransferStartRequest)
 	tr := TransferRequest{SessionID: e.id, Operation: e.op, Metadata: e.meta, Upload: s.joined()}
+	eng, self := c.Engine(), c.PID()
+	tr.Reserve = func(ctx context.Context, n int64) error {
+		m := reserveAhead{call: cl, n: n, reply: make(chan error, 1)}
+		eng.Send(self, m)
+		select {
+		case err := <-m.reply:
+			return err
+		case <-ctx.Done():
+			// The actor answers on the buffered reply whenever it gets there; what it
+			// reserved meanwhile goes back when the session ends.
+			return context.Cause(ctx)
+		}
+	}
 	ctx, cancel := e.ctx, context.CancelFunc(func() {})
 	if req.Context != nil && req.Context.TimeoutMS > 0 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Context.TimeoutMS)*time.Millisecond)
 	}
-	eng, self := c.Engine(), c.PID()
 	// The work group is shut from Stop on, and Stop waits for what it holds: a handler
 	// either starts before Stop waits, or not at all.
 	if !h.work.Go(func() {
@@ -166,7 +208,7 @@ func (s *sessionActor) start(c *actor.Context, cl *call) {
 		return
 	}
 	s.upload, s.uploaded = nil, 0
-	s.running = cl
+	s.running, s.ahead = cl, 0
 }
 
 // joined is the upload in one buffer; nil when nothing was written. The chunks are
@@ -191,6 +233,8 @@ func (s *sessionActor) startDone(d startDone) {
 		return // answered already: the actor crashed meanwhile
 	}
 	s.running = nil
+	ahead := s.ahead
+	s.ahead = 0
 	e := s.e
 	if e.ctx.Err() != nil {
 		// Closed while the handler ran (the client's close, the reaper, Stop), which
@@ -205,8 +249,14 @@ func (s *sessionActor) startDone(d startDone) {
 		s.h.tell(endSession{e: e, reason: "its operation failed", call: d.call, err: d.err})
 		return
 	}
+	// What the handler reserved ahead counts for its result: only a larger result
+	// asks for more, a smaller one gives the rest back with the upload.
+	n, release := int64(len(d.result))-ahead, d.upload
+	if n < 0 {
+		n, release = 0, release-n
+	}
 	s.waiting = &awaiting{call: d.call, data: d.result, start: true}
-	s.h.tell(reserve{e: e, n: int64(len(d.result)), release: d.upload, ends: true, call: d.call})
+	s.h.tell(reserve{e: e, n: n, release: release, ends: true, call: d.call})
 }
 
 func (s *sessionActor) read(cl *call) {
@@ -237,10 +287,13 @@ func (s *sessionActor) failHeld(err error) {
 	if s.running != nil {
 		s.running.fail(err)
 	}
+	if s.asking != nil {
+		s.asking.reply <- err
+	}
 	for _, cl := range s.held {
 		cl.fail(err)
 	}
-	s.waiting, s.running, s.held = nil, nil, nil
+	s.waiting, s.running, s.asking, s.held = nil, nil, nil, nil
 }
 
 // stopped is the end of the session actor: the session was closed, and whatever it
@@ -265,6 +318,8 @@ func (s *sessionActor) Restart(c *actor.Context) {
 		m.fail(crash)
 	case startDone:
 		m.call.fail(crash)
+	case reserveAhead:
+		m.reply <- crash
 	}
 	s.failHeld(notFound(s.e.id))
 	*s = sessionActor{h: s.h, e: s.e, lost: true}

@@ -62,6 +62,16 @@ type TransferRequest struct {
 	Metadata json.RawMessage
 	// Upload is every chunk written, in sequence order.
 	Upload []byte
+	// Reserve takes n bytes of the session's budget (its limit, its client's share,
+	// the engine's) for what the handler is about to produce, before it reads it: a
+	// download learns its size first and reserves it, so starts that would pass the
+	// budget are refused having read nothing, instead of each reading its object and
+	// being refused after (issue 26: N starts held N objects). The error, a
+	// *protocol.Error (RESOURCE_EXHAUSTED, retryable, or PAYLOAD_TOO_LARGE), is the
+	// handler's to return. The result then counts against what was reserved: a larger
+	// one takes the difference, a smaller one gives the rest back. It may be called
+	// more than once, one call at a time; ctx bounds the wait for the host's answer.
+	Reserve func(ctx context.Context, n int64) error
 }
 
 // TransferConfig configures a TransferHost. Zero values take the defaults.

@@ -91,7 +91,14 @@ func (h handler) metadata(ctx context.Context, r *protocol.ObjectRequest) (proto
 // protocol.OpTransferPut stores the session's upload as the object, protocol.OpTransferGet
 // returns the object for the session's reads. The metadata of both is a
 // protocol.ObjectTransfer naming the object.
+//
+// A get reads the object's size from its metadata and reserves it in the session's
+// budget (sessions.TransferRequest.Reserve) before it reads a byte, so starts beyond
+// the budget are refused RESOURCE_EXHAUSTED having read nothing; and at most
+// maxTransferReads gets of the map read their objects at once, the others waiting
+// their turn (bounded by the start's context).
 func Transfers(store Store) map[string]sessions.Handler {
+	reads := make(chan struct{}, maxTransferReads)
 	return map[string]sessions.Handler{
 		protocol.OpTransferPut: func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
 			md, err := decodeMetadata(req.Metadata)
@@ -109,10 +116,33 @@ func Transfers(store Store) map[string]sessions.Handler {
 			if err != nil {
 				return nil, err
 			}
+			if req.Reserve != nil {
+				info, err := store.GetObjectMetadata(ctx, md.Prefix, md.Key)
+				if err != nil {
+					return nil, err
+				}
+				if err := req.Reserve(ctx, info.Size); err != nil {
+					return nil, err
+				}
+			}
+			select {
+			case reads <- struct{}{}:
+				defer func() { <-reads }()
+			case <-ctx.Done():
+				return nil, protocol.Errorf(protocol.DeadlineExceeded, "transfer get of %s/%s waited for its turn to read until its start ended (%v); it read nothing", md.Prefix, md.Key, context.Cause(ctx))
+			}
 			return store.GetObject(ctx, md.Prefix, md.Key)
 		},
 	}
 }
+
+// maxTransferReads bounds the transfer gets of one host that read from the backend at
+// once. A JetStream read is a push consumer whose flow control lets up to 32 MiB be
+// on its way to the engine's connection, and the broker cuts a connection that has more
+// than its max_pending (64 MiB by default) waiting for it as a slow consumer, taking
+// every service's calls with it (issue 26: 48 concurrent gets of 40 MiB objects, 4
+// disconnects in 25 s). Two reads at once stay within that.
+const maxTransferReads = 2
 
 func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
 	var md protocol.ObjectTransfer

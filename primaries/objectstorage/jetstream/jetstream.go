@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -70,7 +71,21 @@ type Store struct {
 	opened *jsbucket.Bucket
 	fence  *jsepoch.Fence
 	fp     *failpoint.Set
+	large  chan struct{} // a token per read of a large object under way (maxLargeReads)
 }
+
+// Reads of objects above largeRead bytes, at most maxLargeReads at once per store,
+// whoever asks (a get_object call, a transfer get). Each read is a push consumer whose
+// flow control lets up to 32 MiB be on its way to the engine's connection, which the
+// broker cuts as a slow consumer past its max_pending (64 MiB by default), taking every
+// service's calls with it; and each holds its object whole in memory until the caller
+// has parked or sent it, before any budget has counted it (issue 26: 48 concurrent gets
+// of a 40 MiB object had the engine killed by a 512 MiB pod limit). A small object's
+// window never grows past a few MiB, so small reads do not wait behind large ones.
+const (
+	largeRead     = 1 << 20
+	maxLargeReads = 2
+)
 
 var _ objectstorage.Store = (*Store)(nil)
 
@@ -114,7 +129,8 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	}
 	record.OnRepair(jsepoch.LogRepair(cfg.Logger, "object_storage", cfg.Bucket))
 	return &Store{js: j, obs: obs, stream: record.Stream(), bucket: cfg.Bucket, opened: b,
-		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints}, nil
+		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints,
+		large: make(chan struct{}, maxLargeReads)}, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured
@@ -191,8 +207,16 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 	if info.Size == 0 {
 		return []byte{}, false, nil
 	}
+	if info.Size > largeRead {
+		select {
+		case s.large <- struct{}{}:
+			defer func() { <-s.large }()
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
 	actx, cancel := context.WithTimeout(ctx, readTimeout(info.Size))
-	content, err = s.obs.GetBytes(actx, name)
+	content, err = readExact(actx, s.obs, name)
 	cancel()
 	if err == nil || ctx.Err() != nil {
 		return content, false, err
@@ -202,6 +226,38 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 		return nil, false, ierr // a delete meanwhile is NOT_FOUND
 	}
 	return nil, cur.NUID != info.NUID, err
+}
+
+// readExact reads object name into a buffer of the size its metadata gives. nats.go's
+// GetBytes reads into a bytes.Buffer that doubles as it grows, so a read could hold
+// about twice the object while the transfer budget counts it once. The digest is
+// checked at the end, as GetBytes does.
+func readExact(ctx context.Context, obs js.ObjectStore, name string) ([]byte, error) {
+	res, err := obs.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return nil, err
+	}
+	content := make([]byte, info.Size)
+	if _, err := io.ReadFull(res, content); err != nil {
+		return nil, err
+	}
+	var more [1]byte
+	for range 100 { // a reader may return nothing and no error; io.ReadAll gives up after as many
+		switch n, err := res.Read(more[:]); {
+		case n > 0:
+			return nil, fmt.Errorf("object %s holds more than the %d bytes of its metadata", name, info.Size)
+		case err == io.EOF:
+			return content, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+	return nil, io.ErrNoProgress
 }
 
 // readTimeout is how long one read of an object of size bytes may take: a second, plus
