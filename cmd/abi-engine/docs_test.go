@@ -30,6 +30,9 @@ func TestOperationsDocNamesRealMetrics(t *testing.T) {
 	}
 	reg := eng.Registry()
 	for _, name := range names {
+		if name == "abi_engine_stores" { // the PostgreSQL table of store ids, not a metric
+			continue
+		}
 		// A registry refuses a second collector under a name it already holds, so a probe
 		// that registers finds a name the engine does not have.
 		probe := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: "docs probe"})
