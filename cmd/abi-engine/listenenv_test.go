@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +16,8 @@ import (
 
 // TestProcessListensWhereTheEnvironmentSays: run with no configuration file (as the
 // container image runs it) serves HTTP on ABI_HTTP_LISTEN and its embedded broker on
-// ABI_NATS_EMBEDDED_LISTEN, which the image sets to every interface.
+// ABI_NATS_EMBEDDED_LISTEN, which the image sets to every interface; its metrics say
+// which version it is (abi_engine_build_info).
 func TestProcessListensWhereTheEnvironmentSays(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -49,6 +52,10 @@ func TestProcessListensWhereTheEnvironmentSays(t *testing.T) {
 		return code == http.StatusOK
 	})
 	id := p.status(t).InstanceID
+	code, body := httpGet(p.base + "/metrics")
+	if want := `abi_engine_build_info{goversion="` + runtime.Version() + `",version="` + testVersion + `"} 1`; code != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("GET /metrics (%d) lacks %s", code, want)
+	}
 	nc := natstest.Connect(t, "nats://"+natsAddr)
 	if !nc.IsConnected() {
 		t.Fatalf("no NATS server on ABI_NATS_EMBEDDED_LISTEN %s", natsAddr)
