@@ -10,7 +10,9 @@ set -euo pipefail
 new=${1:?usage: $0 NEW_ROLLOUT_ID (e.g. v2)}
 cd "$(dirname "$0")"
 
-compose() { ABI_ROLLOUT_ID="$new" docker compose -f compose.yaml "$@"; }
+# docker compose (the plugin), else the older docker-compose.
+if docker compose version >/dev/null 2>&1; then dc=(docker compose); else dc=(docker-compose); fi
+compose() { ABI_ROLLOUT_ID="$new" "${dc[@]}" -f compose.yaml "$@"; }
 port() { case $1 in engine-a) echo 8081 ;; engine-b) echo 8082 ;; esac; }
 state() { curl -fsS "http://127.0.0.1:$(port "$1")/status" 2>/dev/null | grep -o '"state":"[a-z]*"' | cut -d'"' -f4 || true; }
 wait_state() { # engine state seconds
