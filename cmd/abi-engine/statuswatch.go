@@ -155,6 +155,9 @@ func (v *leaseView) onLease(e jetstream.KeyValueEntry, now time.Time) error {
 	} else {
 		v.holder, v.handoff, event = nil, "", "released"
 		if prevHolder == nil {
+			if !v.started {
+				v.since = e.Created() // released before the watch began
+			}
 			return nil // already free
 		}
 		// A holder releases only after marking its epoch draining (or before it has

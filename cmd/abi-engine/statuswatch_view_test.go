@@ -95,3 +95,19 @@ func TestWatchLinesOfEachChange(t *testing.T) {
 		t.Errorf("the hand-off line %q does not say to whom and by whom", lines[2])
 	}
 }
+
+// TestWatchAgeOfALeaseReleasedBeforeItStarted: the first line of a watch that finds the
+// lease released counts the age from the release, not from the year 1.
+func TestWatchAgeOfALeaseReleasedBeforeItStarted(t *testing.T) {
+	var out strings.Builder
+	v := &leaseView{out: &out}
+	now := entry{}.Created().Add(90 * time.Second)
+	for _, e := range []jetstream.KeyValueEntry{entry{jetstreamstore.Key, nil, 5, jetstream.KeyValueDelete}, nil} {
+		if err := v.on(e, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := strings.Fields(out.String()); len(f) < 6 || f[1] != "current" || f[4] != "1m30s" || f[5] != "free" {
+		t.Fatalf("first line %q: want current, age 1m30s, free", out.String())
+	}
+}
