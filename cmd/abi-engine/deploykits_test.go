@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -197,5 +201,52 @@ func TestComposeQuickStart(t *testing.T) {
 	}
 	if fi, err := os.Stat(composeDir + "rolling-deploy.sh"); err != nil || fi.Mode().Perm()&0o100 == 0 {
 		t.Errorf("rolling-deploy.sh (%v): want an executable script", err)
+	}
+}
+
+// TestHelmTemplateRendersTheSettings renders the chart with helm, where it is
+// installed (CI installs it for its deploy step): the Deployment has the rollout
+// settings and the grace from the drain, its rollout id label is a valid rollout id,
+// and the ConfigMap's abi-engine.yaml passes the configuration's validation as that
+// rollout.
+func TestHelmTemplateRendersTheSettings(t *testing.T) {
+	helm, err := exec.LookPath("helm")
+	if err != nil {
+		t.Skip("helm is not installed")
+	}
+	out, err := exec.Command(helm, "template", "abi-engine", chartDir,
+		"--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true").Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	kinds := map[string]k8sObject{}
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var o k8sObject
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("helm template's output: %v", err)
+		}
+		kinds[o.Kind] = o
+	}
+	for _, k := range []string{"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PrometheusRule"} {
+		if _, ok := kinds[k]; !ok {
+			t.Errorf("helm template renders no %s", k)
+		}
+	}
+	d := kinds["Deployment"]
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || ru.MaxSurge != 1 || ru.MaxUnavailable != 0 ||
+		d.Spec.Template.Spec.TerminationGracePeriodSeconds == nil || *d.Spec.Template.Spec.TerminationGracePeriodSeconds != 120 {
+		t.Errorf("the rendered Deployment: replicas %v, maxSurge %v, maxUnavailable %v, grace %v; want 1, 1, 0, 120",
+			d.Spec.Replicas, ru.MaxSurge, ru.MaxUnavailable, d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+	}
+	rollout := d.Spec.Template.Metadata.Labels["abi-engine/rollout"]
+	_, err = config.Parse([]byte(kinds["ConfigMap"].Data["abi-engine.yaml"]), func(k string) string {
+		return map[string]string{config.EnvRolloutID: rollout}[k]
+	})
+	if rollout == "" || err != nil {
+		t.Errorf("the rendered configuration as rollout %q: %v", rollout, err)
 	}
 }
