@@ -22,6 +22,13 @@ COPY --from=build /out/abi-engine /usr/local/bin/abi-engine
 # its embedded broker's store under data/ there (development only).
 WORKDIR /home/nonroot
 USER nonroot:nonroot
-# /healthz, /readyz, /status and /metrics, when http.listen is 0.0.0.0:8080.
-EXPOSE 8080
+# The defaults listen on 127.0.0.1, which nothing outside the container reaches: run
+# plainly, the image serves /healthz, /readyz, /status and /metrics on 8080 and (role
+# serve without nats.url) its embedded broker on 4222, on every interface. A
+# configuration file does not override these (the environment wins over the file):
+# set them to another address, or unset them (-e ABI_HTTP_LISTEN=) to let the file
+# decide.
+ENV ABI_HTTP_LISTEN=0.0.0.0:8080 \
+    ABI_NATS_EMBEDDED_LISTEN=0.0.0.0:4222
+EXPOSE 8080 4222
 ENTRYPOINT ["abi-engine","run"]

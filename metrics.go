@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,12 +93,27 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m.nats, m} {
+		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m.nats, m, buildInfo(e)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// buildInfo is abi_engine_build_info, always 1: the version of each scraped engine as a
+// label, so a dashboard or an alert can tell which version runs where (and a rollout's
+// two versions apart) with a join, as Prometheus' own *_build_info metrics do.
+func buildInfo(e *Engine) prometheus.Collector {
+	version := "dev"
+	if e != nil && e.me.Version != "" {
+		version = e.me.Version
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_build_info",
+		Help:        "Always 1; its labels are the engine's version and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
+	g.Set(1)
+	return g
 }
 
 // asyncError is every connection's supervisor.ConnConfig.OnAsyncError.

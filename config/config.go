@@ -17,6 +17,11 @@ const (
 	EnvRolloutID = "ABI_ROLLOUT_ID"     // nats.engine.rollout_id
 	EnvNATSURL   = "ABI_NATS_URL"       // nats.url
 	EnvStandby   = "ABI_ENGINE_STANDBY" // nats.engine.standby
+	// A container runs the image's defaults, whose 127.0.0.1 nothing outside the
+	// container reaches: these two let the image (and a pod) listen elsewhere without a
+	// file.
+	EnvHTTPListen     = "ABI_HTTP_LISTEN"          // http.listen
+	EnvEmbeddedListen = "ABI_NATS_EMBEDDED_LISTEN" // nats.embedded.listen
 )
 
 // Role is what an engine does on its account (nats.engine.role).

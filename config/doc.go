@@ -14,8 +14,11 @@
 //  2. the file given with --config, or else abi-engine.yaml in the working directory
 //     when it exists (a --config file that does not exist is an error);
 //  3. the environment: ABI_ENGINE_ROLE sets nats.engine.role, ABI_ROLLOUT_ID sets
-//     nats.engine.rollout_id, ABI_NATS_URL sets nats.url. A variable that is unset or
-//     empty keeps the file's value;
+//     nats.engine.rollout_id, ABI_NATS_URL sets nats.url, ABI_ENGINE_STANDBY sets
+//     nats.engine.standby, ABI_HTTP_LISTEN sets http.listen and
+//     ABI_NATS_EMBEDDED_LISTEN sets nats.embedded.listen. A variable that is unset or
+//     empty keeps the file's value (so ABI_HTTP_LISTEN cannot turn HTTP off: the file
+//     or --http "" does);
 //  4. the flags of abi-engine run: --role, --nats and --http.
 //
 // The file must be a regular file of at most MaxFileSize bytes (1 MiB): a directory, a

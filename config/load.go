@@ -106,6 +106,8 @@ func (c *Config) applyEnv(env func(string) string) {
 		{EnvRolloutID, keyRolloutID},
 		{EnvNATSURL, keyNATSURL},
 		{EnvStandby, keyStandby},
+		{EnvHTTPListen, keyHTTPListen},
+		{EnvEmbeddedListen, keyEmbeddedListen},
 	} {
 		if val := env(v.name); val != "" && c.set(v.key, val) {
 			c.setOrigin(v.key, source{what: "environment variable " + v.name})
@@ -126,6 +128,8 @@ func (c *Config) set(key, value string) bool {
 		c.NATS.Engine.Standby = Standby(value)
 	case keyHTTPListen:
 		c.HTTP.Listen = value
+	case keyEmbeddedListen:
+		c.NATS.Embedded.Listen = value
 	default:
 		return false
 	}

@@ -124,6 +124,16 @@ func TestEnvironment(t *testing.T) {
 			}
 		})
 	}
+	t.Run("listen addresses", func(t *testing.T) {
+		c := mustParse(t, file+"http: {listen: \"127.0.0.1:9000\"}\n", envOf(map[string]string{EnvHTTPListen: "0.0.0.0:8080", EnvEmbeddedListen: "0.0.0.0:4222"}))
+		if c.HTTP.Listen != "0.0.0.0:8080" || c.NATS.Embedded.Listen != "0.0.0.0:4222" {
+			t.Fatalf("http.listen %q, nats.embedded.listen %q: want the environment's 0.0.0.0:8080 and 0.0.0.0:4222", c.HTTP.Listen, c.NATS.Embedded.Listen)
+		}
+		c = mustParse(t, file+"http: {listen: \"127.0.0.1:9000\"}\n", envOf(map[string]string{EnvHTTPListen: ""}))
+		if c.HTTP.Listen != "127.0.0.1:9000" {
+			t.Fatalf("an empty ABI_HTTP_LISTEN gave http.listen %q, want the file's", c.HTTP.Listen)
+		}
+	})
 	t.Run("environment fixes a bad file value", func(t *testing.T) {
 		c := mustParse(t, "nats: {engine: {role: owner}}\n", envOf(map[string]string{EnvRole: "client"}))
 		if c.NATS.Engine.Role != RoleClient {
@@ -140,6 +150,8 @@ func TestBadEnvironmentNamesTheVariable(t *testing.T) {
 		{"rollout with a space", EnvRolloutID, "not valid", "nats.engine.rollout_id", "must match"},
 		{"rollout with a leading dot", EnvRolloutID, ".v2", "nats.engine.rollout_id", "must match"},
 		{"url", EnvNATSURL, "http://x:4222", "nats.url", "nats://, tls://"},
+		{"http listen", EnvHTTPListen, "0.0.0.0", "http.listen", "host:port"},
+		{"embedded listen", EnvEmbeddedListen, "0.0.0.0:99999", "nats.embedded.listen", "host:port"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

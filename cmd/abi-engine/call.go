@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ func (c *cli) callCommand() *cobra.Command {
 	var natsURL, secretFile, caller string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "call SERVICE OPERATION [JSON]",
+		Use:   "call SERVICE OPERATION [JSON | - | @FILE]",
 		Short: "Call a kernel service and print its reply",
 		Long: `call sends JSON (default {}) to abi.svc.SERVICE.v1.OPERATION, prints the reply body on
 standard output and, on standard error, the engine instance that answered. A call that
@@ -28,12 +29,19 @@ An error reply prints its code and message and exits 1.
 
 When the engines require service tokens (nats.jwt_secret_file), call signs one with the
 same secret: --jwt-secret-file, else nats.jwt_secret_file of abi-engine.yaml; the
-token's caller (sub) is --caller.`,
+token's caller (sub) is --caller.
+
+The body is the JSON argument, or with - standard input, or with @FILE the file's
+content (for a body over the 128 KiB an argument may hold). Bytes members (value,
+content, data) are base64 strings: one that is not is refused naming it, before
+anything is sent (exit 2).`,
 		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
-  abi-engine call keyvalue get '{"key":"greeting"}'`,
+  abi-engine call keyvalue get '{"key":"greeting"}'
+  jq -n --arg v "$(base64 -w0 big.bin)" '{key:"big",value:$v}' | abi-engine call keyvalue set -
+  abi-engine call keyvalue set @request.json`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			subject, payload, err := callRequest(args)
+			subject, payload, err := callRequest(args, c.stdin)
 			if err != nil {
 				return err
 			}
@@ -92,7 +100,7 @@ token's caller (sub) is --caller.`,
 }
 
 // callRequest checks the arguments of call: the subject's tokens and the JSON body.
-func callRequest(args []string) (subject string, payload []byte, err error) {
+func callRequest(args []string, stdin io.Reader) (subject string, payload []byte, err error) {
 	service, op := args[0], args[1]
 	if err := subjectToken("SERVICE", service, false); err != nil {
 		return "", nil, usageError(err)
@@ -102,10 +110,16 @@ func callRequest(args []string) (subject string, payload []byte, err error) {
 	}
 	payload = []byte("{}")
 	if len(args) == 3 {
-		payload = []byte(args[2])
+		var what string
+		if payload, what, err = callBody(args[2], stdin); err != nil {
+			return "", nil, usageError(err)
+		}
 		var v any
 		if err := json.Unmarshal(payload, &v); err != nil {
-			return "", nil, usageError(fmt.Errorf("JSON argument %q is not valid JSON: %v", args[2], err))
+			return "", nil, usageError(fmt.Errorf("%s is not valid JSON: %v", what, err))
+		}
+		if err := checkBytesMembers(payload); err != nil {
+			return "", nil, usageError(err)
 		}
 	}
 	return protocol.ServiceSubject(service, op), payload, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -338,8 +339,14 @@ func TestDockerfile(t *testing.T) {
 	ins := readDockerfile(t)
 	var froms []string
 	var build, entrypoint, expose, copyBinary string
+	env := map[string]string{}
 	for _, in := range ins {
 		switch in.op {
+		case "ENV":
+			for _, kv := range strings.Fields(in.args) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
 		case "FROM":
 			froms = append(froms, in.args)
 		case "RUN":
@@ -371,7 +378,34 @@ func TestDockerfile(t *testing.T) {
 	if !strings.HasSuffix(copyBinary, " /usr/local/bin/abi-engine") {
 		t.Errorf("the runtime stage copies %q: want the binary in /usr/local/bin, on the PATH of the ENTRYPOINT", copyBinary)
 	}
-	if expose != "8080" {
-		t.Errorf("EXPOSE %q, want 8080", expose)
+	if expose != "8080 4222" {
+		t.Errorf("EXPOSE %q, want 8080 4222", expose)
+	}
+	// Run plainly, the container must be reachable: the defaults' 127.0.0.1 is not.
+	for k, want := range map[string]string{config.EnvHTTPListen: "0.0.0.0:8080", config.EnvEmbeddedListen: "0.0.0.0:4222"} {
+		if env[k] != want {
+			t.Errorf("the image sets %s=%q, want %q", k, env[k], want)
+		}
+	}
+}
+
+// TestBuildContextLeavesOutLocalState: the quick start's data/ (the embedded broker's
+// store) and .git stay out of the image's build context, and data/ out of git.
+func TestBuildContextLeavesOutLocalState(t *testing.T) {
+	for file, wants := range map[string][]string{
+		"../../.dockerignore": {".git", "data/"},
+		"../../.gitignore":    {"data/"},
+	} {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		lines := strings.Split(string(raw), "\n")
+		for _, want := range wants {
+			if !slices.Contains(lines, want) {
+				t.Errorf("%s does not list %s", file, want)
+			}
+		}
 	}
 }

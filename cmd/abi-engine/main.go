@@ -21,6 +21,7 @@ const (
 
 func main() {
 	c := newCLI(os.Getenv, os.Stdout, os.Stderr)
+	c.stdin = os.Stdin
 	code := c.execute(context.Background(), os.Args[1:])
 	if code == exitOK && c.stayAsStandby {
 		// abi-engine step-down --stay: this process handed over; it comes back as a
@@ -53,6 +54,7 @@ func newCLI(env func(string) string, stdout, stderr io.Writer) *cli {
 // an environment, outputs and an engine of their own.
 type cli struct {
 	env     func(string) string
+	stdin   io.Reader // call's body with "-"; nil in tests that give none
 	stdout  io.Writer
 	stderr  io.Writer
 	version string
@@ -150,7 +152,11 @@ Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
 			return &exitError{code: exitUsage}
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// abi-engine --version prints what abi-engine version prints.
+	root.Version = c.version
+	root.SetVersionTemplate(c.versionLine() + "\n")
+	// `abi-engine completion bash|zsh|fish|powershell` is cobra's: it completes the
+	// commands and flags of this tree, so it cannot fall behind them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError(&flagError{err})
 	})
@@ -165,6 +171,7 @@ Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
 		c.benchCommand(),
 		c.chaosCommand(),
 		c.doctorCommand(),
+		c.manCommand(root),
 	)
 	return root
 }

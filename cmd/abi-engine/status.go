@@ -29,7 +29,9 @@ the fencing token the shared backends check, who holds it and whether it is serv
 draining or drained. It never creates the bucket.
 
 With --watch it prints one line per change of the holder (taken, released, handed
-off, evicted) or of the epoch, with the holder, revision, epoch and age, until stopped.`,
+off, evicted) or of the epoch, with the revision, epoch, age and holder, until stopped;
+with --json too, each line is a JSON object. On an account where no engine has run yet
+it says so on standard error and waits for one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := c.brokerFor(cmd, natsURL)
@@ -42,7 +44,7 @@ off, evicted) or of the epoch, with the holder, revision, epoch and age, until s
 			}
 			defer nc.Close()
 			if watch {
-				if err := watchLease(cmd.Context(), nc, b.Domain, c.stdout); err != nil {
+				if err := watchLease(cmd.Context(), nc, b.Domain, c.stdout, c.stderr, redact.String(b.URL), asJSON); err != nil {
 					return runtimeError(fmt.Errorf("watch the engine lease on %s: %w", redact.String(b.URL), err))
 				}
 				return nil
@@ -62,7 +64,7 @@ off, evicted) or of the epoch, with the holder, revision, epoch and age, until s
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON (with --watch: one JSON object per line)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "print one line per change of the holder or the epoch, until stopped")
 	return cmd
 }

@@ -59,8 +59,13 @@ func (c *cli) versionCommand() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(c.stdout, "abi-engine %s (%s %s/%s)\n", c.version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(c.stdout, c.versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what version and --version print.
+func (c *cli) versionLine() string {
+	return fmt.Sprintf("abi-engine %s (%s %s/%s)", c.version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
