@@ -89,6 +89,7 @@ func (m *Machine) epochDone(out *Output, now time.Time, d done) {
 		m.epochFailed(out, now, fmt.Errorf("%s: %w", d.op, d.res.Err))
 	case d.op.Kind == OpReadEpoch:
 		rec := d.res.Epoch
+		m.recordFound = rec.Epoch > 0
 		switch act, epoch := m.decideEpoch(now, rec); act {
 		case epochAdopt:
 			m.bumped(out, rec)
@@ -194,10 +195,13 @@ func (m *Machine) ObserveEpoch(now time.Time, rec EpochRecord) Output {
 // to the epoch, so a floor too high costs nothing but a number.) An n not above the
 // epoch we hold is old news: an answer to an earlier Serve.
 func (m *Machine) StoreAhead(now time.Time, n uint64) Output {
-	return m.step(InputStoreAhead, now, func(*Output) {
-		if n <= max(m.floor, m.epoch) {
+	return m.step(InputStoreAhead, now, func(out *Output) {
+		// n equal to ours: we took our epoch as new and a store holds it already,
+		// adopted by another engine (epoch.Taken); below ours, or known: old news.
+		if n < m.epoch || n <= m.floor {
 			return
 		}
+		out.Events = append(out.Events, Event{Kind: EventStoreAhead, Epoch: n, PrevEpoch: m.epoch, Intact: m.recordFound})
 		m.floor = n
 		if m.sub == holding && m.due != epochToSettle {
 			m.due, m.bumpAt = epochBelowStore, now
