@@ -1,0 +1,214 @@
+package jetstreamstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/abi-engine/engine/internal/jserr"
+	"github.com/abi-engine/engine/lease"
+)
+
+// A bucket deleted and recreated is a new bucket, but JetStream starts its sequences at
+// 1 again, so a revision read in the old one can name a message of the new one: a
+// holder paused across the recreation would then renew by a compare-and-swap that
+// matches the successor's revision, and take the lease back. So every conditional
+// write of this store checks, atomically with its own revision, that the bucket is the
+// incarnation the store read its revisions in.
+//
+// An incarnation is named by a random id, kept in the key incarnation (created by the
+// first engine that finds it absent), and marked by the key incarnation.<id>, which
+// holds one message. A conditional write is an atomic batch of two messages: first
+// one on the key incarnation_fence expecting the marker at the revision the store
+// bound (Nats-Expected-Last-Subject-Sequence-Subject), then the write itself with its
+// own expected revision, the batch's commit. A recreated bucket has no subject
+// incarnation.<id> for any id of an earlier incarnation (the ids are random), so the
+// fence's expectation fails there whatever the sequences: no compare-and-swap on a
+// revision from an earlier incarnation can succeed. (One key read by revision would
+// not do: its revision can come round again, as the owner key's does.)
+//
+// The store binds an incarnation at Open and again in Read when the marker it bound is
+// gone; only Read, because a holder replaces the revisions it holds by what Read
+// returns. A write whose fence fails is lease.ErrIncarnation, which matches
+// lease.ErrConflict: the machine reads again, which binds the new incarnation, and goes
+// on by the rules of a conflict (free: create it; another holder: lost).
+//
+// A broker without atomic batch publish (nats-server before 2.12) cannot run the check:
+// the store then writes as plain KV compare-and-swaps, as before (Checked says which).
+
+const (
+	// IncarnationKey holds the id of the bucket's incarnation; IncarnationKey.<id> is its
+	// marker, and FenceKey carries the check of every conditional write.
+	IncarnationKey = "incarnation"
+	FenceKey       = "incarnation_fence"
+)
+
+// KV headers, as nats.go writes them.
+const (
+	kvOperation = "KV-Operation"
+	kvDelete    = "DEL"
+)
+
+// binding is the incarnation a store reads and writes in: the marker's key and revision.
+type binding struct {
+	key string
+	rev uint64
+}
+
+// Checked reports whether the store's writes check the bucket's incarnation (the
+// broker allows atomic batch publish on the bucket).
+func (s *Store) Checked() bool { return s.atomic }
+
+func (s *Store) bound() binding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.binding
+}
+
+// rebind binds the bucket's current incarnation when the marker bound is gone (or
+// none is bound); it creates the incarnation's keys when they are absent.
+func (s *Store) rebind(ctx context.Context) error {
+	if !s.atomic {
+		return nil
+	}
+	if b := s.bound(); b.key != "" {
+		e, err := s.kv.Get(ctx, b.key)
+		switch {
+		case err == nil && e.Revision() == b.rev:
+			return nil
+		case err != nil && !absent(err):
+			return fmt.Errorf("read %s: %w", b.key, err)
+		}
+	}
+	b, err := s.incarnation(ctx)
+	if err != nil {
+		return fmt.Errorf("bind the bucket's incarnation: %w", err)
+	}
+	s.mu.Lock()
+	s.binding = b
+	s.mu.Unlock()
+	return nil
+}
+
+// incarnation reads the bucket's incarnation, creating its id and marker when absent.
+func (s *Store) incarnation(ctx context.Context) (binding, error) {
+	for range 4 {
+		e, err := s.kv.Get(ctx, IncarnationKey)
+		if absent(err) {
+			if _, err := s.kv.Create(ctx, IncarnationKey, []byte(newID())); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+				return binding{}, fmt.Errorf("create %s: %w", IncarnationKey, err)
+			}
+			continue // read what won
+		}
+		if err != nil {
+			return binding{}, fmt.Errorf("read %s: %w", IncarnationKey, err)
+		}
+		id := string(e.Value())
+		if !validID(id) {
+			return binding{}, fmt.Errorf("the key %s holds %.40q, not an incarnation id (32 hex digits): it was written by something other than an engine", IncarnationKey, id)
+		}
+		key := IncarnationKey + "." + id
+		m, err := s.kv.Get(ctx, key)
+		if err == nil {
+			return binding{key: key, rev: m.Revision()}, nil
+		}
+		if !absent(err) {
+			return binding{}, fmt.Errorf("read %s: %w", key, err)
+		}
+		rev, err := s.kv.Create(ctx, key, nil)
+		switch {
+		case err == nil:
+			return binding{key: key, rev: rev}, nil
+		case !errors.Is(err, jetstream.ErrKeyExists):
+			return binding{}, fmt.Errorf("create %s: %w", key, err)
+		}
+	}
+	return binding{}, errors.New("the incarnation keys changed four times while being read")
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// subject is the subject of key in the bucket.
+func (s *Store) subject(key string) string { return "$KV." + s.name + "." + key }
+
+// write sends m, a write of key expecting its last revision to be rev (0: none), in
+// the incarnation bound, and returns its revision. A conflict is lease.ErrIncarnation
+// when the marker bound is gone, else a conflict of m's own expectation.
+func (s *Store) write(ctx context.Context, m *nats.Msg, rev uint64) (uint64, error) {
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	b := s.bound()
+	var seq uint64
+	err := jserr.Resend(ctx, func() error {
+		if !s.atomic || b.key == "" {
+			ack, err := s.js.PublishMsg(ctx, m)
+			if err == nil {
+				seq = ack.Sequence
+			}
+			return err
+		}
+		fence := &nats.Msg{Subject: s.subject(FenceKey), Header: nats.Header{}}
+		fence.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.subject(b.key))
+		fence.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(b.rev, 10))
+		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, []*nats.Msg{fence, m}, jetstreamext.BatchFlowControl{AckFirst: false})
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err
+	})
+	if err != nil && IsConflict(err) && b.key != "" && s.atomic {
+		if _, gerr := s.kv.Get(ctx, b.key); absent(gerr) {
+			return 0, fmt.Errorf("%w: the marker %s of the incarnation this engine read its revisions in is gone (%v)", lease.ErrIncarnation, b.key, err)
+		}
+	}
+	return seq, err
+}
+
+// create writes value to key when it is absent or deleted, as KV Create does, in the
+// incarnation bound.
+func (s *Store) create(ctx context.Context, key string, value []byte) (uint64, error) {
+	put := func(rev uint64) (uint64, error) {
+		return s.write(ctx, &nats.Msg{Subject: s.subject(key), Data: value, Header: nats.Header{}}, rev)
+	}
+	rev, err := put(0)
+	if err == nil || !IsConflict(err) || errors.Is(err, lease.ErrIncarnation) {
+		return rev, err
+	}
+	// Refused as present: over a delete or purge marker, create at its revision.
+	last, gerr := s.stream.GetLastMsgForSubject(ctx, s.subject(key))
+	if gerr != nil || last.Header.Get(kvOperation) == "" {
+		return 0, err
+	}
+	return put(last.Sequence)
+}
+
+// update writes value to key at revision rev, in the incarnation bound.
+func (s *Store) update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	return s.write(ctx, &nats.Msg{Subject: s.subject(key), Data: value, Header: nats.Header{}}, rev)
+}
+
+// remove deletes key at revision rev (a KV delete marker), in the incarnation bound.
+func (s *Store) remove(ctx context.Context, key string, rev uint64) error {
+	m := &nats.Msg{Subject: s.subject(key), Header: nats.Header{}}
+	m.Header.Set(kvOperation, kvDelete)
+	_, err := s.write(ctx, m, rev)
+	return err
+}
