@@ -70,6 +70,9 @@ type Status struct {
 	Since time.Time
 	// HandingTo is whom a release would hand the lease to (step-down); zero: nobody.
 	HandingTo lease.Target
+	// Tampered is a *lease.StoreAheadError while the lease is ours and a data store
+	// was found ahead of its intact epoch record (lease.Machine.Tampered).
+	Tampered error
 }
 
 // core is the ownership's durable state: the spawner owns it and every actor of the
@@ -413,7 +416,7 @@ func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
 func (a *ownershipActor) publish() {
 	m := a.core.machine
 	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: a.core.clock.Real(m.LastRenewed()), Err: m.Err(),
-		HandingTo: m.HandingTo()}
+		HandingTo: m.HandingTo(), Tampered: m.Tampered()}
 	switch {
 	case m.Revision() != 0:
 		s.Holder = m.Config().Me

@@ -422,6 +422,7 @@ type Machine struct {
 	bumpAt      time.Time   // holding: when the deferred bump (or a settle tried again) is due
 	floor       uint64      // the newest epoch a data store was found holding (StoreAhead)
 	recordFound bool        // the last settle read an epoch record (StoreAhead says whether it was lost)
+	tampered    error       // a *StoreAheadError while the lease is ours: a store was written by hand
 	tried       uint64      // the epoch of a write of ours whose outcome is unknown
 	epochWrites int         // the compare-and-swaps of the settle in progress
 	markSent    bool        // the release marked, or tried to mark, the record draining

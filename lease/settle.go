@@ -202,11 +202,36 @@ func (m *Machine) StoreAhead(now time.Time, n uint64) Output {
 			return
 		}
 		out.Events = append(out.Events, Event{Kind: EventStoreAhead, Epoch: n, PrevEpoch: m.epoch, Intact: m.recordFound})
+		if m.recordFound {
+			m.tampered = &StoreAheadError{Store: n, Record: m.epoch}
+		}
 		m.floor = n
 		if m.sub == holding && m.due != epochToSettle {
 			m.due, m.bumpAt = epochBelowStore, now
 		}
 	})
+}
+
+// StoreAheadError is a data store found at an epoch not below the lease's epoch record
+// while the record was intact: every epoch a store adopts was the record's first, so
+// something other than an engine wrote the store's. The engine repairs it (it goes past
+// the store's epoch, and the advance supersedes every epoch below it), and reports it
+// (Tampered) for as long as it holds the lease, so an operator looks for the writer.
+type StoreAheadError struct{ Store, Record uint64 }
+
+func (e *StoreAheadError) Error() string {
+	return fmt.Sprintf("a data store held epoch %d, not below the lease's intact epoch record (%d): something other "+
+		"than an engine wrote it; the engine went past it and superseded every epoch below it (find who wrote it; "+
+		"this clears when the engine hands over or restarts)", e.Store, e.Record)
+}
+
+// Tampered is a *StoreAheadError while the lease is ours and a data store was found
+// ahead of its intact epoch record (StoreAhead); else nil.
+func (m *Machine) Tampered() error {
+	if m.sub.ended() || m.Revision() == 0 {
+		return nil
+	}
+	return m.tampered
 }
 
 // WatchingEpoch reports whether the driver should watch the epoch record and call

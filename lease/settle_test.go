@@ -457,11 +457,18 @@ func TestStoreAheadBumpsPastTheStore(t *testing.T) {
 	if s.m.State() != StateServing || s.m.Epoch() != 2 {
 		t.Fatalf("a store at our own epoch: state %v, epoch %d; want serving under 2", s.m.State(), s.m.Epoch())
 	}
+	if err := s.m.Tampered(); err != nil {
+		t.Fatalf("a store ahead of a record that was not found is no tampering: %v", err)
+	}
 	out = s.m.StoreAhead(s.now, 7)
 	if len(out.Events) == 0 || out.Events[0].Kind != EventStoreAhead || !out.Events[0].Intact {
 		t.Fatalf("a store at 7 above our intact record: events %+v, want store_ahead, the record intact", out.Events)
 	}
 	s.apply(out)
+	var ahead *StoreAheadError
+	if err := s.m.Tampered(); !errors.As(err, &ahead) || ahead.Store != 7 || ahead.Record != 2 {
+		t.Fatalf("Tampered after a store at 7 above the intact record at 2 = %v", err)
+	}
 	rec, _ := s.store.ReadEpoch(context.Background())
 	if s.m.State() != StateServing || s.m.Epoch() != 8 || rec.Epoch != 8 || rec.InstanceID != me.InstanceID {
 		t.Fatalf("after a store at 7: state %v, epoch %d, record %+v; want serving under 8, ours", s.m.State(), s.m.Epoch(), rec)

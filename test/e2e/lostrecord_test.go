@@ -194,6 +194,13 @@ func TestStoreEpochAheadOfAnIntactRecord(t *testing.T) {
 		}
 	})
 	b.waitLog("although the lease's epoch record is intact", time.Second)
+	// Repaired, and reported: /readyz fails and /status says why while B holds the lease.
+	if code, body, err := b.get("/readyz"); err != nil || code != 503 || !strings.Contains(body, "intact epoch record") {
+		t.Errorf("B's /readyz after the repair: %d %q (%v), want 503 naming the store ahead of the intact record", code, body, err)
+	}
+	if _, body, err := b.get("/status"); err != nil || !strings.Contains(body, "not below the lease's intact epoch record") {
+		t.Errorf("B's /status after the repair: %q (%v), want not_ready naming it", body, err)
+	}
 	if strings.Contains(b.out.String(), "was lost") {
 		t.Errorf("B says the lease's record was lost; it was intact:\n%s", b.out.String())
 	}
