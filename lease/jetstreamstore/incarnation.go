@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,29 +21,35 @@ import (
 // A bucket deleted and recreated is a new bucket, but JetStream starts its sequences at
 // 1 again, so a revision read in the old one can name a message of the new one: a
 // holder paused across the recreation would then renew by a compare-and-swap that
-// matches the successor's revision, and take the lease back. So every conditional
-// write of this store checks, atomically with its own revision, that the bucket is the
-// incarnation the store read its revisions in.
+// matches the successor's revision, and take the lease back. Two defences, by who
+// created the bucket:
 //
-// An incarnation is named by a random id, kept in the key incarnation (created by the
-// first engine that finds it absent), and marked by the key incarnation.<id>, which
-// holds one message. A conditional write is an atomic batch of two messages: first
-// one on the key incarnation_fence expecting the marker at the revision the store
-// bound (Nats-Expected-Last-Subject-Sequence-Subject), then the write itself with its
-// own expected revision, the batch's commit. A recreated bucket has no subject
-// incarnation.<id> for any id of an earlier incarnation (the ids are random), so the
-// fence's expectation fails there whatever the sequences: no compare-and-swap on a
-// revision from an earlier incarnation can succeed. (One key read by revision would
-// not do: its revision can come round again, as the owner key's does.)
+//   - A bucket the engine creates (at Open, or again after it was deleted) starts at
+//     engineFirstSeq, far above 1 and above every earlier incarnation's revisions: a
+//     revision read in an earlier incarnation is below its range (one created by hand
+//     starts at 1; one an engine created, a second or more before, ended long before),
+//     so a plain compare-and-swap on it cannot match. This costs nothing per write.
+//   - A bucket created by hand (or by the Python engines) starts at 1, and so may the
+//     next. There every conditional write checks, atomically with its own revision,
+//     that the bucket is the incarnation the store read its revisions in: an atomic
+//     batch of two messages, first one on the key incarnation_fence expecting the
+//     incarnation's marker at the revision the store bound
+//     (Nats-Expected-Last-Subject-Sequence-Subject), then the write itself with its own
+//     expected revision, the batch's commit. An incarnation is named by a random id in
+//     the key incarnation (created by the first engine that finds it absent) and marked
+//     by the key incarnation.<id>; a recreated bucket has no marker of an earlier
+//     incarnation, so the check fails there whatever the sequences. (One key read by
+//     revision would not do: its revision can come round again, as the owner key's
+//     does.) A batch costs a staged write on file storage (milliseconds; tens under
+//     heavy load), so it is kept to such buckets; recreating one lets the engine
+//     create it (docs/operations.md).
 //
-// The store binds an incarnation at Open and again in Read when the marker it bound is
-// gone; only Read, because a holder replaces the revisions it holds by what Read
-// returns. A write whose fence fails is lease.ErrIncarnation, which matches
-// lease.ErrConflict: the machine reads again, which binds the new incarnation, and goes
-// on by the rules of a conflict (free: create it; another holder: lost).
-//
-// A broker without atomic batch publish (nats-server before 2.12) cannot run the check:
-// the store then writes as plain KV compare-and-swaps, as before (Checked says which).
+// The store binds an incarnation at Open and again in Read when the one bound is gone;
+// only Read, because a holder replaces the revisions it holds by what Read returns. A
+// write refused by the check is lease.ErrIncarnation, which matches lease.ErrConflict:
+// the machine reads again, which binds the new incarnation, and goes on by the rules of
+// a conflict (free: create it; another holder: lost). A broker without atomic batch
+// publish (nats-server before 2.12) cannot run the check on a bucket created by hand.
 
 const (
 	// IncarnationKey holds the id of the bucket's incarnation; IncarnationKey.<id> is its
@@ -56,15 +64,35 @@ const (
 	kvDelete    = "DEL"
 )
 
-// binding is the incarnation a store reads and writes in: the marker's key and revision.
-type binding struct {
-	key string
-	rev uint64
+// engineSeqFloor is where the sequences of a lease bucket an engine created start, at
+// the least; a bucket created by hand (or by the Python engines) starts at 1.
+const engineSeqFloor = 1 << 40
+
+// engineFirstSeq is the first sequence of a lease bucket the engine creates: the
+// creation second times 2^20, plus a random offset below 2^20, above engineSeqFloor
+// (below 2^51: a JavaScript client reads it exactly). An incarnation created a second
+// or more after another starts past every revision that one reached (it would need a
+// million writes a second of its life), whatever it was; one a skewed clock puts in
+// the same range is kept apart by the random offset.
+func engineFirstSeq() uint64 {
+	return engineSeqFloor + uint64(time.Now().Unix())<<20 + mrand.Uint64N(1<<20)
 }
 
-// Checked reports whether the store's writes check the bucket's incarnation (the
-// broker allows atomic batch publish on the bucket).
-func (s *Store) Checked() bool { return s.atomic }
+// binding is the incarnation a store reads and writes in: the first sequence of a
+// bucket an engine created, or, in one created by hand, its marker's key and revision.
+type binding struct {
+	first uint64
+	key   string
+	rev   uint64
+}
+
+// Checked reports whether the store's writes check the bucket's incarnation with a
+// batch (a bucket created by hand, on a broker with atomic batch publish).
+func (s *Store) Checked() bool { return s.bound().key != "" }
+
+// EngineCreated reports whether the bucket the store is bound to was created by an
+// engine, its revisions in a range of its own.
+func (s *Store) EngineCreated() bool { return s.bound().first >= engineSeqFloor }
 
 func (s *Store) bound() binding {
 	s.mu.Lock()
@@ -75,10 +103,20 @@ func (s *Store) bound() binding {
 // rebind binds the bucket's current incarnation when the marker bound is gone (or
 // none is bound); it creates the incarnation's keys when they are absent.
 func (s *Store) rebind(ctx context.Context) error {
-	if !s.atomic {
-		return nil
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read the bucket's stream: %w", err)
 	}
-	if b := s.bound(); b.key != "" {
+	first := info.Config.FirstSeq
+	b := s.bound()
+	switch {
+	case first >= engineSeqFloor:
+		// Created by an engine: its revisions are its own, and plain compare-and-swaps
+		// cannot match in another incarnation.
+		b = binding{first: first}
+	case !s.atomic:
+		b = binding{first: first}
+	case b.key != "" && b.first == first:
 		e, err := s.kv.Get(ctx, b.key)
 		switch {
 		case err == nil && e.Revision() == b.rev:
@@ -86,10 +124,12 @@ func (s *Store) rebind(ctx context.Context) error {
 		case err != nil && !absent(err):
 			return fmt.Errorf("read %s: %w", b.key, err)
 		}
-	}
-	b, err := s.incarnation(ctx)
-	if err != nil {
-		return fmt.Errorf("bind the bucket's incarnation: %w", err)
+		fallthrough
+	default:
+		if b, err = s.incarnation(ctx); err != nil {
+			return fmt.Errorf("bind the bucket's incarnation: %w", err)
+		}
+		b.first = first
 	}
 	s.mu.Lock()
 	s.binding = b
@@ -158,7 +198,7 @@ func (s *Store) write(ctx context.Context, m *nats.Msg, rev uint64) (uint64, err
 	b := s.bound()
 	var seq uint64
 	err := jserr.Resend(ctx, func() error {
-		if !s.atomic || b.key == "" {
+		if b.key == "" {
 			ack, err := s.js.PublishMsg(ctx, m)
 			if err == nil {
 				seq = ack.Sequence
@@ -174,7 +214,7 @@ func (s *Store) write(ctx context.Context, m *nats.Msg, rev uint64) (uint64, err
 		}
 		return err
 	})
-	if err != nil && IsConflict(err) && b.key != "" && s.atomic {
+	if err != nil && IsConflict(err) && b.key != "" {
 		if _, gerr := s.kv.Get(ctx, b.key); absent(gerr) {
 			return 0, fmt.Errorf("%w: the marker %s of the incarnation this engine read its revisions in is gone (%v)", lease.ErrIncarnation, b.key, err)
 		}

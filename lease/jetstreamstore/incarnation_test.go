@@ -18,23 +18,36 @@ import (
 // Issue 26 finding 3: a holder paused while its lease bucket is deleted and recreated
 // resumes with a revision read in the old bucket. The successor's revisions in the new
 // bucket start again at 1 and pass through that number; a compare-and-swap that matched
-// it took the lease back from the successor. Here the successor's record is driven to
-// exactly the old holder's revision, and the old holder's renewal at it must be refused
-// as a conflict of incarnation; its delete too; and a read binds the new bucket, so the
-// holder sees the successor (and would end as lost). Without the incarnation check
-// (plain KV compare-and-swaps) the renewal committed over the successor's record.
+// it took the lease back from the successor. Here, with buckets created by hand (as an
+// operator or the Python engines do: sequences from 1), the successor's record is
+// driven to exactly the old holder's revision, and the old holder's renewal at it must
+// be refused as a conflict of incarnation; its delete too; and a read binds the new
+// bucket, so the holder sees the successor (and would end as lost). Without the
+// incarnation check (plain KV compare-and-swaps) the renewal committed over the
+// successor's record.
 func TestARecreatedBucketIsANewBucket(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := jetstreamstore.Config{Bucket: fmt.Sprintf("ABI_ENGINE_T%d", bucketSeq.Add(1))}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHand := func() {
+		t.Helper()
+		if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.Bucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byHand()
 	old, err := jetstreamstore.Open(ctx, nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !old.Checked() {
-		t.Fatal("the broker allows atomic batches, but the store does not check the incarnation")
+	if !old.Checked() || old.EngineCreated() {
+		t.Fatalf("a bucket created by hand on a broker with atomic batches: checked %v, engine-created %v; want checked", old.Checked(), old.EngineCreated())
 	}
 	a, b := leasetest.Holder("old", ""), leasetest.Holder("successor", "")
 	rev, err := old.Create(ctx, a)
@@ -47,14 +60,11 @@ func TestARecreatedBucketIsANewBucket(t *testing.T) {
 		}
 	}
 
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := js.DeleteKeyValue(ctx, cfg.Bucket); err != nil {
 		t.Fatal(err)
 	}
-	successor, err := jetstreamstore.Open(ctx, nc, cfg) // creates the bucket again
+	byHand()
+	successor, err := jetstreamstore.Open(ctx, nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +122,55 @@ func TestARecreatedBucketIsANewBucket(t *testing.T) {
 	// revision again: the successor's is not its own to renew.
 	if _, err := old.Update(ctx, a, got.Revision+1); !errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrIncarnation) {
 		t.Fatalf("a renewal at a wrong revision in the bound bucket = %v, want a plain conflict", err)
+	}
+}
+
+// A lease bucket the engine creates starts its sequences far from 1, at a point of its
+// own: a successor's revisions in a bucket an engine recreated are nowhere near the old
+// holder's, so its plain compare-and-swap cannot match, and no write pays for a batch.
+func TestAnEngineCreatedBucketHasRevisionsOfItsOwn(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := jetstreamstore.Config{Bucket: fmt.Sprintf("ABI_ENGINE_T%d", bucketSeq.Add(1))}
+	old, err := jetstreamstore.Open(ctx, nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !old.EngineCreated() || old.Checked() {
+		t.Fatalf("a bucket the engine created: engine-created %v, checked %v; want engine-created, unbatched", old.EngineCreated(), old.Checked())
+	}
+	a, b := leasetest.Holder("old", ""), leasetest.Holder("successor", "")
+	rev, err := old.Create(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev < 1<<40 {
+		t.Fatalf("the first revision in a bucket the engine created is %d, want at least 2^40", rev)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, cfg.Bucket); err != nil {
+		t.Fatal(err)
+	}
+	successor, err := jetstreamstore.Open(ctx, nc, cfg) // creates the bucket again
+	if err != nil {
+		t.Fatal(err)
+	}
+	srev, err := successor.Create(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srev == rev {
+		t.Fatalf("the recreated bucket gave the successor the old holder's revision %d", rev)
+	}
+	if _, err := old.Update(ctx, a, rev); !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("the old holder's renewal in the recreated bucket = %v, want a conflict", err)
+	}
+	if got, err := old.Read(ctx); err != nil || got.Holder != b || got.Revision != srev {
+		t.Fatalf("the old holder reads %v, %v; want the successor's record at %d", got, err, srev)
 	}
 }

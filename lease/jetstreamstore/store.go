@@ -89,6 +89,7 @@ func spec(cfg Config) jsbucket.Spec {
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 		},
+		FirstSeq: engineFirstSeq, // incarnation.go
 		Require: []jsbucket.Setting{
 			jsbucket.History(1),
 			jsbucket.FileStorage(),
