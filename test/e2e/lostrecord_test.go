@@ -29,8 +29,22 @@ import (
 // wrote it. It returns A's and B's outputs for checks of their own.
 func pausedHolderTampered(t *testing.T, tamper func(ctx context.Context, js jetstream.JetStream)) (a, b *proc) {
 	t.Helper()
+	return pausedHolderTamperedAfter(t, nil, tamper)
+}
+
+// pausedHolderTamperedAfter is pausedHolderTampered with before run on the broker
+// before A starts.
+func pausedHolderTamperedAfter(t *testing.T, before, tamper func(ctx context.Context, js jetstream.JetStream)) (a, b *proc) {
+	t.Helper()
 	fp := failpointBinary(t)
 	srv := natstest.Start(t)
+	if before != nil {
+		js, err := jetstream.New(natstest.Connect(t, srv.URL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before(ctxFor(t, 10*time.Second), js)
+	}
 	const lease = 4 * time.Second
 	const stall = 3 * lease / 2
 	aCfg := engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease.Seconds(), HTTPPort: freePort(t)}
@@ -160,6 +174,24 @@ func TestDeletedLeaseBucketUnderAPausedHolder(t *testing.T) {
 		}
 	})
 	b.waitLog("the lease's epoch record was lost", time.Second)
+}
+
+// TestLeaseBucketRecreatedByHandUnderAPausedHolder: ABI_ENGINE created by hand (as an
+// operator or the Python engines do: its sequences start at 1), and deleted and created
+// again by hand while its holder is paused. Both buckets count from 1, so only the
+// incarnation check keeps A's renewal from matching B's revision; A must end as lost.
+func TestLeaseBucketRecreatedByHandUnderAPausedHolder(t *testing.T) {
+	byHand := func(ctx context.Context, js jetstream.JetStream) {
+		if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ABI_ENGINE", History: 1, Storage: jetstream.FileStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pausedHolderTamperedAfter(t, byHand, func(ctx context.Context, js jetstream.JetStream) {
+		if err := js.DeleteKeyValue(ctx, "ABI_ENGINE"); err != nil {
+			t.Fatal(err)
+		}
+		byHand(ctx, js)
+	})
 }
 
 // TestDeletedEpochKeyUnderAPausedHolder: only ABI_ENGINE's epoch key deleted while its
