@@ -108,13 +108,23 @@ func (s *Store) rebind(ctx context.Context) error {
 		return fmt.Errorf("read the bucket's stream: %w", err)
 	}
 	first := info.Config.FirstSeq
+	s.mu.Lock()
+	if first < engineSeqFloor && !info.Created.Equal(s.triedAtomic) {
+		// A bucket created by hand that this store has not prepared yet (it was
+		// recreated since): once per incarnation, as allowAtomic may wait.
+		s.triedAtomic = info.Created
+		s.mu.Unlock()
+		s.batches.Store(allowAtomic(ctx, s.js, s.stream))
+	} else {
+		s.mu.Unlock()
+	}
 	b := s.bound()
 	switch {
 	case first >= engineSeqFloor:
 		// Created by an engine: its revisions are its own, and plain compare-and-swaps
 		// cannot match in another incarnation.
 		b = binding{first: first}
-	case !s.atomic:
+	case !s.batches.Load():
 		b = binding{first: first}
 	case b.key != "" && b.first == first:
 		e, err := s.kv.Get(ctx, b.key)
@@ -171,6 +181,27 @@ func (s *Store) incarnation(ctx context.Context) (binding, error) {
 		}
 	}
 	return binding{}, errors.New("the incarnation keys changed four times while being read")
+}
+
+// allowAtomic makes sure a bucket created by hand allows atomic batch publish, which
+// its incarnation check needs, and reports whether it does. A bucket the engine created
+// needs no batch. The update is tried once, briefly: an engine whose permissions do not
+// include updating the lease bucket's stream (docs/security.md grants none), or a
+// broker before nats-server 2.12, leaves the bucket as it is, and its writes plain
+// compare-and-swaps.
+func allowAtomic(ctx context.Context, js jetstream.JetStream, st jetstream.Stream) bool {
+	cfg := st.CachedInfo().Config
+	switch {
+	case cfg.AllowAtomicPublish:
+		return true
+	case cfg.FirstSeq >= engineSeqFloor:
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cfg.AllowAtomicPublish = true
+	got, err := js.UpdateStream(ctx, cfg)
+	return err == nil && got.CachedInfo().Config.AllowAtomicPublish
 }
 
 func newID() string {

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/internal/jsbucket"
@@ -59,12 +60,13 @@ type Store struct {
 	name   string
 	bucket *jsbucket.Bucket
 	checks rate.Sometimes // the bucket check after a failed call, at most once a second
-	// atomic: the bucket allows atomic batch publish, so writes check the incarnation
-	// (incarnation.go).
-	atomic bool
+	// batches: the bucket allows atomic batch publish, so writes in a bucket created by
+	// hand check the incarnation (incarnation.go).
+	batches atomic.Bool
 
-	mu      sync.Mutex
-	binding binding // the incarnation the store reads and writes in
+	mu          sync.Mutex
+	binding     binding   // the incarnation the store reads and writes in
+	triedAtomic time.Time // the creation time of the bucket allowAtomic last ran for
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -119,16 +121,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: %w", err)
 	}
-	// Atomic batches check the bucket's incarnation (incarnation.go); a broker that
-	// cannot keep the setting gets plain compare-and-swaps.
-	checked := spec(cfg)
-	checked.Stream = []jsbucket.StreamSetting{jsbucket.AtomicPublish()}
-	atomic := true
-	b, err := jsbucket.Open(ctx, js, checked)
-	if errors.Is(err, jsbucket.ErrNotKept) {
-		atomic = false
-		b, err = jsbucket.Open(ctx, js, spec(cfg))
-	}
+	b, err := jsbucket.Open(ctx, js, spec(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: %w", err)
 	}
@@ -140,8 +133,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
-	s := &Store{nc: nc, js: js, kv: kv, stream: st, name: cfg.Bucket, bucket: b, atomic: atomic,
-		checks: rate.Sometimes{Interval: time.Second}}
+	s := &Store{nc: nc, js: js, kv: kv, stream: st, name: cfg.Bucket, bucket: b,
+		triedAtomic: st.CachedInfo().Created, checks: rate.Sometimes{Interval: time.Second}}
+	s.batches.Store(allowAtomic(ctx, js, st))
 	if err := s.ready(ctx); err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
