@@ -70,7 +70,7 @@ const engineSeqFloor = 1 << 40
 
 // engineFirstSeq is the first sequence of a lease bucket the engine creates: the
 // creation second times 2^20, plus a random offset below 2^20, above engineSeqFloor
-// (below 2^51: a JavaScript client reads it exactly). An incarnation created a second
+// (below 2^53, which a JavaScript client reads exactly, for two centuries). An incarnation created a second
 // or more after another starts past every revision that one reached (it would need a
 // million writes a second of its life), whatever it was; one a skewed clock puts in
 // the same range is kept apart by the random offset.
@@ -100,8 +100,9 @@ func (s *Store) bound() binding {
 	return s.binding
 }
 
-// rebind binds the bucket's current incarnation when the marker bound is gone (or
-// none is bound); it creates the incarnation's keys when they are absent.
+// rebind binds the bucket's current incarnation: one an engine created by its first
+// sequence; one created by hand by its marker, bound again when the marker bound is gone
+// (the incarnation's keys are created when absent).
 func (s *Store) rebind(ctx context.Context) error {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
