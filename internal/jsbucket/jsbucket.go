@@ -161,10 +161,6 @@ var ErrNotConnected = errors.New("not connected to the broker")
 // Ensure recreates it.
 var ErrSettling = errors.New("recreating it once its deletion has settled")
 
-// ErrNotKept is a Stream setting the broker did not keep (an older server drops a field
-// it does not know): the bucket works without it.
-var ErrNotKept = errors.New("the broker did not keep the setting")
-
 // Settle is how long a bucket must have been seen missing before Ensure recreates
 // it. The broker answers "stream not found" before it has finished deleting the
 // stream's files (nats-server 2.15.3 takes it out of the account first), and a stream
@@ -361,7 +357,7 @@ func (b *Bucket) setStream(ctx context.Context, cfg jetstream.StreamConfig) erro
 	got := st.CachedInfo().Config
 	for _, s := range b.spec.Stream {
 		if s.Set(&got) {
-			return fmt.Errorf("stream %s: %w: %s: %s", b.stream, ErrNotKept, s.Name, s.Needs)
+			return fmt.Errorf("stream %s: the broker did not keep %s: %s", b.stream, s.Name, s.Needs)
 		}
 	}
 	return nil
