@@ -154,7 +154,7 @@ func TestLostEpochRecordIsPassed(t *testing.T) {
 	testwait.For(t, 15*time.Second, "v3 serving under epoch 3", func() bool {
 		return c.State() == engine.StateServing && c.Epoch() == 3
 	})
-	if n := logs.FilterMessageSnippet("newer epoch than the lease's record").Len(); n == 0 {
+	if n := logs.FilterMessageSnippet("the lease's epoch record was lost").Len(); n == 0 {
 		t.Fatal("the bump past the data bucket was not logged")
 	}
 	kvc := client.NewKeyValue(transport(t, srv.URL()))

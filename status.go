@@ -176,10 +176,12 @@ var ErrPermissionDenied = errors.New("the NATS broker refused permissions this e
 var errLoading = errors.New("engine: loading")
 
 // Readiness is nil when the engine is ready (see Ready), else why not: the state it is
-// in, or the backends that are down (design §4.5).
+// in, the backends that are down (design §4.5), or a data store found ahead of the
+// lease's intact epoch record (*lease.StoreAheadError: repaired, but written by
+// something other than an engine), for as long as this engine holds the lease.
 func (e *Engine) Readiness() error {
 	e.mu.Lock()
-	up, set, root := e.up, e.serving, e.root
+	up, set, root, own := e.up, e.serving, e.root, e.ownership
 	e.mu.Unlock()
 	if !up {
 		return errLoading
@@ -196,6 +198,11 @@ func (e *Engine) Readiness() error {
 		}
 		if denied := e.metrics.nats.deniedSubjects(); len(denied) > 0 {
 			return fmt.Errorf("engine: serving, but %w: %s", ErrPermissionDenied, strings.Join(denied, ", "))
+		}
+		if own != nil {
+			if err := own.Status().Tampered; err != nil {
+				return fmt.Errorf("engine: serving, but %w", err)
+			}
 		}
 		return nil
 	case StateStandby, StateClient:

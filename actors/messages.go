@@ -20,8 +20,13 @@ import (
 // fencing token its shared backends adopt before it subscribes (design §4.7). A member
 // already serving that is told Serve with a higher epoch adopts it; the jobs host puts
 // it in the ctx of the runs it starts (JobEpoch), and the transfer hosts ignore it.
-// Reply: Accepting.
-type Serve struct{ Epoch uint64 }
+// Shared says the epoch is a draining engine's, which the stores hold already
+// (lease.Role.Shared); otherwise a backend must not join a store that holds it
+// (epoch.Taken). Reply: Accepting.
+type Serve struct {
+	Epoch  uint64
+	Shared bool
+}
 
 // StopAccepting tells an actor to end its shared subscriptions at the broker and to finish
 // what it has already received, by Deadline at the latest. It replies Accepting{false}
@@ -59,6 +64,7 @@ type (
 		Revision uint64
 		Restored bool
 		Epoch    uint64
+		Shared   bool // Epoch is a draining engine's (lease.Role.Shared)
 	}
 	// EpochChanged: this engine, serving, took a new epoch (a deferred bump, a lease
 	// taken again); serve under it from now on.

@@ -70,6 +70,9 @@ type Status struct {
 	Since time.Time
 	// HandingTo is whom a release would hand the lease to (step-down); zero: nobody.
 	HandingTo lease.Target
+	// Tampered is a *lease.StoreAheadError while the lease is ours and a data store
+	// was found ahead of its intact epoch record (lease.Machine.Tampered).
+	Tampered error
 }
 
 // core is the ownership's durable state: the spawner owns it and every actor of the
@@ -413,7 +416,7 @@ func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
 func (a *ownershipActor) publish() {
 	m := a.core.machine
 	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: a.core.clock.Real(m.LastRenewed()), Err: m.Err(),
-		HandingTo: m.HandingTo()}
+		HandingTo: m.HandingTo(), Tampered: m.Tampered()}
 	switch {
 	case m.Revision() != 0:
 		s.Holder = m.Config().Me
@@ -434,7 +437,7 @@ func (a *ownershipActor) publish() {
 func roleMessage(r lease.Role) any {
 	switch r.Kind {
 	case lease.RoleServing:
-		return Serving{Revision: r.Revision, Restored: r.Restored, Epoch: r.Epoch}
+		return Serving{Revision: r.Revision, Restored: r.Restored, Epoch: r.Epoch, Shared: r.Shared}
 	case lease.RoleStandingBy:
 		return StandingBy{Holder: r.Holder}
 	case lease.RoleFenced:
@@ -535,6 +538,16 @@ func (a *ownershipActor) logEpochEvent(ev lease.Event) bool {
 		log.Info("engine epoch marked "+ev.EpochState.String(), fields...)
 	case lease.EventEpochMarkSkipped:
 		log.Info("engine epoch not marked "+ev.EpochState.String(), fields...)
+	case lease.EventStoreAhead:
+		fields = []zap.Field{zap.String("event", ev.Kind.String()), zap.Uint64("store_epoch", ev.Epoch),
+			zap.Uint64("epoch", ev.PrevEpoch), zap.Bool("record_intact", ev.Intact)}
+		if ev.Intact {
+			log.Error(fmt.Sprintf("a data store holds epoch %d, not below this engine's %d, although the lease's epoch record is intact: "+
+				"something other than an engine wrote the store's epoch; the engine's epoch goes past it and supersedes every epoch below it", ev.Epoch, ev.PrevEpoch), fields...)
+		} else {
+			log.Warn(fmt.Sprintf("a data store holds epoch %d, not below this engine's %d: the lease's epoch record was lost "+
+				"(ABI_ENGINE recreated, or its epoch key deleted); the engine's epoch goes past it", ev.Epoch, ev.PrevEpoch), fields...)
+		}
 	default:
 		return false
 	}

@@ -132,6 +132,7 @@ type cascade struct {
 	upWaiting map[string]bool
 	served    uint64 // serving periods confirmed so far
 	epoch     uint64 // the epoch the members were last told to serve under
+	shared    bool   // it is a draining engine's (Serve.Shared)
 	revision  uint64 // the lease revision of the last Serving, for the handover's log lines
 	failing   failing
 	failGen   uint64 // bumped on every change of failing, so publish sees it
@@ -311,7 +312,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case retryServe:
 		delete(a.retries, m.to.String())
 		if a.st.phase == PhaseRelaying && a.r.cfg.Ownership.Status().State == lease.StateServing {
-			c.Send(m.to, Serve{Epoch: a.st.epoch})
+			c.Send(m.to, Serve{Epoch: a.st.epoch, Shared: a.st.shared})
 		}
 	case Handover, Drained, Down, DrainMarked, phaseDeadline, sessionsDone, successorDone, rollCallDone:
 		a.handover(c, m)
@@ -357,15 +358,15 @@ func (a *rootActor) roleChanged(c *actor.Context, msg any) {
 			return
 		}
 		a.r.log.Info("serving", zap.Uint64("revision", m.Revision), zap.Uint64("epoch", m.Epoch), zap.Bool("restored", m.Restored))
-		st.epoch, st.revision = m.Epoch, m.Revision
+		st.epoch, st.shared, st.revision = m.Epoch, m.Shared, m.Revision
 		a.expectUp()
-		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
+		a.fanOut(c, Serve{Epoch: m.Epoch, Shared: m.Shared}, true)
 	case EpochChanged:
 		if st.phase != PhaseRelaying || (!st.up && st.upWaiting == nil) {
 			return
 		}
 		a.r.log.Info("serving under a new epoch", zap.Uint64("epoch", m.Epoch))
-		st.epoch = m.Epoch
+		st.epoch, st.shared = m.Epoch, false // a bump of our own
 		a.expectUp()
 		a.fanOut(c, Serve{Epoch: m.Epoch}, true)
 	case StandingBy:
@@ -451,9 +452,10 @@ func (a *rootActor) serveFailed(c *actor.Context, m ServeFailed) {
 		a.st.failing.fail(m.From, m.Err, time.Now())
 		a.st.failGen++
 	}
-	if stale := (*epoch.StaleError)(nil); errors.As(m.Err, &stale) && stale.Current > a.st.epoch {
-		// Every epoch a store holds was the lease record's first: the record was lost.
-		a.r.log.Warn("a data store holds a newer epoch than the lease's record, which was lost; the lease's epoch goes past it",
+	if stale := (*epoch.StaleError)(nil); errors.As(m.Err, &stale) && stale.Current >= a.st.epoch {
+		// A store at our epoch refuses it only when we took it as new (epoch.Taken): the
+		// ownership says whether its record was lost or the store was written by hand.
+		a.r.log.Warn("a data store refused this engine's epoch; the ownership goes past the store's",
 			zap.String("store", stale.Store), zap.Uint64("store_epoch", stale.Current), zap.Uint64("epoch", a.st.epoch))
 		c.Send(a.r.cfg.Ownership.PID(), StoreAhead{Epoch: stale.Current})
 	}

@@ -30,6 +30,7 @@ const (
 	EventEpochMarkSkipped                       // the epoch record moved on, or the mark failed (Err): not marked
 	EventHandedOff                              // released by the released-to form (Holder: the form written; Revision: its revision)
 	EventHandedOver                             // a lease released to us (Holder: the form) is taken at once
+	EventStoreAhead                             // a data store holds Epoch, not below ours (PrevEpoch); Intact: our record was found
 )
 
 var eventNames = map[EventKind]string{
@@ -41,6 +42,7 @@ var eventNames = map[EventKind]string{
 	EventIllegalTransition: "illegal_transition", EventEpochBumped: "epoch_bumped",
 	EventEpochDeferred: "epoch_deferred", EventEpochFailed: "epoch_failed", EventEpochMarked: "epoch_marked",
 	EventEpochMarkSkipped: "epoch_mark_skipped", EventHandedOff: "handed_off", EventHandedOver: "handed_over",
+	EventStoreAhead: "store_ahead",
 }
 
 func (k EventKind) String() string {
@@ -63,4 +65,8 @@ type Event struct {
 	PrevEpoch  uint64
 	Deferred   bool
 	EpochState EpochState
+	// Intact (store ahead) says the epoch record was found at our last settle: a store
+	// ahead of it was written by something other than an engine; otherwise the record
+	// was lost (or never written) and the store remembers what it forgot.
+	Intact bool
 }

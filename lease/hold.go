@@ -92,6 +92,7 @@ func (m *Machine) renewed(out *Output, now, sent time.Time, rev uint64, created 
 // must be settled before it serves.
 func (m *Machine) retaken(sent time.Time) {
 	m.due, m.takenAt, m.tookOver = epochToSettle, sent, false
+	m.tampered = nil // a new take judges the stores afresh
 }
 
 // renewFailed records a renewal of unknown outcome. The next attempt comes sooner than

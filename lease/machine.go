@@ -421,6 +421,8 @@ type Machine struct {
 	takeUpdate  bool        // the last claim write sent was a takeover (for a take a read finds)
 	bumpAt      time.Time   // holding: when the deferred bump (or a settle tried again) is due
 	floor       uint64      // the newest epoch a data store was found holding (StoreAhead)
+	recordFound bool        // the last settle read an epoch record (StoreAhead says whether it was lost)
+	tampered    error       // a *StoreAheadError while the lease is ours: a store was written by hand
 	tried       uint64      // the epoch of a write of ours whose outcome is unknown
 	epochWrites int         // the compare-and-swaps of the settle in progress
 	markSent    bool        // the release marked, or tried to mark, the record draining
@@ -523,7 +525,7 @@ func (m *Machine) Role() Role { return m.roleOf(m.sub, 0) }
 func (m *Machine) roleOf(s SubState, from State) Role {
 	switch s.State() {
 	case StateServing:
-		return Role{Kind: RoleServing, Revision: m.rev, Epoch: m.epoch, Restored: from == StateFenced}
+		return Role{Kind: RoleServing, Revision: m.rev, Epoch: m.epoch, Restored: from == StateFenced, Shared: m.due == epochDeferred}
 	case StateStandby:
 		return Role{Kind: RoleStandingBy, Holder: m.seen.Holder}
 	case StateFenced:

@@ -115,8 +115,12 @@ type Role struct {
 	Revision uint64 // serving: our revision
 	Epoch    uint64 // serving: the epoch it serves under
 	Restored bool   // serving: after a fence
-	Holder   Holder // standing by, lost: the other engine
-	Err      error  // claim failed: *AlreadyServingError or *StandbyTimeoutError
+	// Shared (serving) says Epoch is a draining engine's, deferred to (a clean
+	// handover): the stores hold it already, and joining them is right. Otherwise the
+	// epoch was taken as new, and a store that holds it was written by another engine.
+	Shared bool
+	Holder Holder // standing by, lost: the other engine
+	Err    error  // claim failed: *AlreadyServingError or *StandbyTimeoutError
 }
 
 // Deadlines are the times at which Tick has something to do; zero fields: none.

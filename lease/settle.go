@@ -89,6 +89,7 @@ func (m *Machine) epochDone(out *Output, now time.Time, d done) {
 		m.epochFailed(out, now, fmt.Errorf("%s: %w", d.op, d.res.Err))
 	case d.op.Kind == OpReadEpoch:
 		rec := d.res.Epoch
+		m.recordFound = rec.Epoch > 0
 		switch act, epoch := m.decideEpoch(now, rec); act {
 		case epochAdopt:
 			m.bumped(out, rec)
@@ -194,15 +195,43 @@ func (m *Machine) ObserveEpoch(now time.Time, rec EpochRecord) Output {
 // to the epoch, so a floor too high costs nothing but a number.) An n not above the
 // epoch we hold is old news: an answer to an earlier Serve.
 func (m *Machine) StoreAhead(now time.Time, n uint64) Output {
-	return m.step(InputStoreAhead, now, func(*Output) {
-		if n <= max(m.floor, m.epoch) {
+	return m.step(InputStoreAhead, now, func(out *Output) {
+		// n equal to ours: we took our epoch as new and a store holds it already,
+		// adopted by another engine (epoch.Taken); below ours, or known: old news.
+		if n < m.epoch || n <= m.floor {
 			return
+		}
+		out.Events = append(out.Events, Event{Kind: EventStoreAhead, Epoch: n, PrevEpoch: m.epoch, Intact: m.recordFound})
+		if m.recordFound {
+			m.tampered = &StoreAheadError{Store: n, Record: m.epoch}
 		}
 		m.floor = n
 		if m.sub == holding && m.due != epochToSettle {
 			m.due, m.bumpAt = epochBelowStore, now
 		}
 	})
+}
+
+// StoreAheadError is a data store found at an epoch not below the lease's epoch record
+// while the record was intact: every epoch a store adopts was the record's first, so
+// something other than an engine wrote the store's. The engine repairs it (it goes past
+// the store's epoch, and the advance supersedes every epoch below it), and reports it
+// (Tampered) for as long as it holds the lease, so an operator looks for the writer.
+type StoreAheadError struct{ Store, Record uint64 }
+
+func (e *StoreAheadError) Error() string {
+	return fmt.Sprintf("a data store held epoch %d, not below the lease's intact epoch record (%d): something other "+
+		"than an engine wrote it; the engine went past it and superseded every epoch below it (find who wrote it; "+
+		"this clears when the engine hands over or restarts)", e.Store, e.Record)
+}
+
+// Tampered is a *StoreAheadError while the lease is ours and a data store was found
+// ahead of its intact epoch record (StoreAhead); else nil.
+func (m *Machine) Tampered() error {
+	if m.sub.ended() || m.Revision() == 0 {
+		return nil
+	}
+	return m.tampered
 }
 
 // WatchingEpoch reports whether the driver should watch the epoch record and call

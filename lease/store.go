@@ -34,6 +34,12 @@ func (r Record) String() string {
 // given. The write surely did not happen.
 var ErrConflict = errors.New("lease: revision conflict")
 
+// ErrIncarnation is a conditional write refused because the lease bucket is no longer
+// the one its revision was read in: it was deleted and recreated, and its revisions
+// started again. It matches ErrConflict: the write surely did not happen, and a read
+// finds the new bucket's record.
+var ErrIncarnation = fmt.Errorf("lease: the lease bucket was recreated since its revision was read: %w", ErrConflict)
+
 // ErrTaken is a create that found the lease held. errors.Is(ErrTaken, ErrConflict) holds.
 var ErrTaken = fmt.Errorf("lease: already taken: %w", ErrConflict)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/epoch"
 )
 
 // phase is where the primary's role stands.
@@ -208,6 +209,7 @@ func (a *primaryActor) begin(c *actor.Context, cmd *command) {
 			// Serving, told another epoch (a deferred bump): adopt it, keep serving.
 			r.cur = cmd
 			ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+			ctx = adoptContext(ctx, m)
 			a.start(c, func() any { defer cancel(); return p.adopt(ctx, m.Epoch) })
 			return
 		}
@@ -218,6 +220,7 @@ func (a *primaryActor) begin(c *actor.Context, cmd *command) {
 		}
 		r.cur = cmd
 		ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+		ctx = adoptContext(ctx, m)
 		ms := run.ms // set when an earlier Serve added it but the broker did not confirm
 		a.start(c, func() any { defer cancel(); return p.subscribe(ctx, run, ms, m.Epoch) })
 	case actors.StopAccepting:
@@ -440,4 +443,14 @@ func (a *primaryActor) settle() {
 	default:
 		r.phase = phaseIdle
 	}
+}
+
+// adoptContext marks the adoption of a Serve's epoch as one the engine took as new
+// (epoch.Taken), unless the epoch is a draining engine's that the stores hold already:
+// a store found at a taken epoch was written by another engine, which must be passed.
+func adoptContext(ctx context.Context, m actors.Serve) context.Context {
+	if m.Shared || m.Epoch == 0 {
+		return ctx
+	}
+	return epoch.Taken(ctx)
 }

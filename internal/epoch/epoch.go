@@ -10,7 +10,10 @@
 //   - the store's epoch is older than N (or it has none): advance it to N with a
 //     conditional write, which a store that moved on meanwhile refuses;
 //   - it is N: use the record as it is (the designed overlap of a clean handover: the
-//     old holder adopted it already);
+//     old holder adopted it already), unless the engine took N as new (Taken) and this
+//     backend never held N: then another engine served under N, which can happen only
+//     when the lease's epoch record was lost, and adoption fails with a *StaleError at
+//     N, so the engine goes past it;
 //   - it is newer than N: this engine is stale; adoption fails with a *StaleError,
 //     which matches ErrFenced.
 //
@@ -70,6 +73,10 @@ type StaleError struct {
 }
 
 func (e *StaleError) Error() string {
+	if e.Current == e.Epoch {
+		return fmt.Sprintf("%s already holds epoch %d, which another engine adopted: this engine took it as a new epoch "+
+			"(the lease's epoch record was lost), so it must go past it, never join it", e.Store, e.Epoch)
+	}
 	return fmt.Sprintf("%s is at epoch %d, newer than this engine's %s: another engine took over",
 		e.Store, e.Current, describe(e.Epoch))
 }
@@ -120,26 +127,32 @@ const maxAdoptAttempts = 16
 // Adopt adopts epoch in the store recs reaches, by the rule of the package doc, and
 // returns the record the backend's writes must carry. store names it in errors.
 func Adopt(ctx context.Context, recs Records, store string, epoch uint64) (Record, error) {
+	rec, _, err := adopt(ctx, recs, store, epoch)
+	return rec, err
+}
+
+// adopt is Adopt; joined says the store held epoch already (nothing was written).
+func adopt(ctx context.Context, recs Records, store string, epoch uint64) (_ Record, joined bool, _ error) {
 	for range maxAdoptAttempts {
 		rec, err := recs.ReadEpoch(ctx)
 		if err != nil {
-			return Record{}, fmt.Errorf("adopt epoch %d: read the epoch of %s: %w", epoch, store, err)
+			return Record{}, false, fmt.Errorf("adopt epoch %d: read the epoch of %s: %w", epoch, store, err)
 		}
 		switch {
 		case rec.Epoch > epoch:
-			return Record{}, &StaleError{Store: store, Epoch: epoch, Current: rec.Epoch}
+			return Record{}, false, &StaleError{Store: store, Epoch: epoch, Current: rec.Epoch}
 		case rec.Epoch == epoch:
-			return rec, nil
+			return rec, true, nil
 		}
 		rec, err = recs.WriteEpoch(ctx, epoch, rec)
 		if err == nil {
-			return rec, nil
+			return rec, false, nil
 		}
 		if !errors.Is(err, ErrMoved) {
-			return Record{}, fmt.Errorf("adopt epoch %d: advance %s: %w", epoch, store, err)
+			return Record{}, false, fmt.Errorf("adopt epoch %d: advance %s: %w", epoch, store, err)
 		}
 	}
-	return Record{}, fmt.Errorf("adopt epoch %d: the epoch of %s changed %d times while advancing it", epoch, store, maxAdoptAttempts)
+	return Record{}, false, fmt.Errorf("adopt epoch %d: the epoch of %s changed %d times while advancing it", epoch, store, maxAdoptAttempts)
 }
 
 // Held is the record a backend adopted, which its writes carry. The zero Held holds the
@@ -179,14 +192,21 @@ func (h *Held) unlock() { <-h.turn }
 
 // Adopt adopts epoch (the package function) and holds the record. A concurrent adopter
 // in this process waits; one in another process loses the store's race or wins it.
+//
+// Under a ctx marked Taken, a store that already holds epoch, which this backend does
+// not hold, is a *StaleError (Current == Epoch): the engine took epoch as new, so
+// another engine that served under it must be passed, not joined.
 func (h *Held) Adopt(ctx context.Context, recs Records, store string, epoch uint64) error {
 	h.adopting.Add(1)
 	defer h.adopting.Add(-1)
 	h.lock()
 	defer h.unlock()
-	rec, err := Adopt(ctx, recs, store, epoch)
+	rec, joined, err := adopt(ctx, recs, store, epoch)
 	if err != nil {
 		return err
+	}
+	if joined && taken(ctx) && h.Load().Epoch != epoch {
+		return &StaleError{Store: store, Epoch: epoch, Current: epoch}
 	}
 	h.set(rec)
 	return nil
@@ -284,3 +304,12 @@ func (h *Held) Restore(ctx context.Context, recs Records, store string) (restore
 	h.set(rec)
 	return true, nil
 }
+
+type takenKey struct{}
+
+// Taken marks ctx as the adoption of an epoch the engine took as new (a bump, or a
+// lease taken over), not one it shares with an engine that drains it (the deferral
+// of a clean handover): Held.Adopt then refuses to join a store that holds it already.
+func Taken(ctx context.Context) context.Context { return context.WithValue(ctx, takenKey{}, true) }
+
+func taken(ctx context.Context) bool { v, _ := ctx.Value(takenKey{}).(bool); return v }

@@ -199,3 +199,33 @@ func TestRefusedKeepsTheWireError(t *testing.T) {
 		t.Fatalf("StaleError message %q", msg)
 	}
 }
+
+// Finding 3 of issue 26: an engine that took epoch N as new (its lease's epoch record
+// was lost, so it counted from nothing) must not join a store another engine adopted N
+// in: that engine may still be writing under N. A clean handover's deferral (not
+// Taken) joins it, and a backend that holds N already re-adopts it.
+func TestTakenEpochIsNeverJoined(t *testing.T) {
+	ctx := context.Background()
+	recs := &memRecords{}
+	var old, successor, deferring Held
+	if err := old.Adopt(ctx, recs, "store", 1); err != nil {
+		t.Fatal(err)
+	}
+	var stale *StaleError
+	err := successor.Adopt(Taken(ctx), recs, "store", 1)
+	if !errors.As(err, &stale) || stale.Current != 1 || stale.Epoch != 1 || !errors.Is(err, ErrFenced) {
+		t.Fatalf("a taken epoch the store holds already: %v, want a *StaleError at 1", err)
+	}
+	if successor.Load() != (Record{}) {
+		t.Fatalf("the refused adoption holds %+v", successor.Load())
+	}
+	if err := deferring.Adopt(ctx, recs, "store", 1); err != nil {
+		t.Fatalf("the deferral joins the draining engine's epoch: %v", err)
+	}
+	if err := old.Adopt(Taken(ctx), recs, "store", 1); err != nil {
+		t.Fatalf("a backend that holds the epoch adopts it again: %v", err)
+	}
+	if err := successor.Adopt(Taken(ctx), recs, "store", 2); err != nil {
+		t.Fatalf("past it: %v", err)
+	}
+}

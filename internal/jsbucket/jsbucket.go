@@ -43,6 +43,10 @@ type Spec struct {
 	// the Stream settings are set (the services' buckets turn direct gets off there).
 	// Optional.
 	Prepare func(ctx context.Context, js jetstream.JetStream, stream string) error
+	// FirstSeq, optional and for a KeyValue bucket only, gives the first sequence of a
+	// bucket this package creates (firstseq.go): a recreated bucket's revisions then
+	// start where no earlier incarnation's were.
+	FirstSeq func() uint64
 }
 
 // StreamSetting is a setting the engine gives a bucket's stream itself, where
@@ -290,9 +294,12 @@ func (b *Bucket) config(ctx context.Context) (jetstream.StreamConfig, error) {
 // one asked for, or another engine's when it created the bucket first.
 func (b *Bucket) create(ctx context.Context) (jetstream.StreamConfig, error) {
 	var err error
-	if b.spec.KeyValue != nil {
+	switch {
+	case b.spec.KeyValue != nil && b.spec.FirstSeq != nil:
+		err = b.createFrom(ctx, b.spec.FirstSeq())
+	case b.spec.KeyValue != nil:
 		_, err = b.js.CreateKeyValue(ctx, *b.spec.KeyValue)
-	} else {
+	default:
 		_, err = b.js.CreateObjectStore(ctx, *b.spec.Object)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {

@@ -3,6 +3,10 @@
 // configuration. It implements lease.Store. Beside the lease it keeps the holder's lease
 // period (key lease_period) and the epoch record (key epoch, design §4.7), which the
 // Python engines never read; a bucket recreated after a deletion starts without either.
+// Every conditional write also checks, in the same atomic batch, that the bucket is the
+// incarnation its revision was read in (keys incarnation and incarnation.<id>,
+// incarnation.go): a recreated bucket is a new bucket, whose revisions no write read in
+// the old one can match.
 //
 // The bucket is opened by package jsbucket: an existing bucket with other settings is
 // refused, and a bucket deleted under a running engine is recreated after the next
@@ -18,6 +22,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/abi-engine/engine/internal/jsbucket"
@@ -52,9 +58,19 @@ type Config struct {
 // Store is the lease in JetStream KV.
 type Store struct {
 	nc     *nats.Conn
+	js     jetstream.JetStream
 	kv     jetstream.KeyValue
+	stream jetstream.Stream // the bucket's, by name: it reaches a recreated bucket too
+	name   string
 	bucket *jsbucket.Bucket
 	checks rate.Sometimes // the bucket check after a failed call, at most once a second
+	// batches: the bucket allows atomic batch publish, so writes in a bucket created by
+	// hand check the incarnation (incarnation.go).
+	batches atomic.Bool
+
+	mu          sync.Mutex
+	binding     binding   // the incarnation the store reads and writes in
+	triedAtomic time.Time // the creation time of the bucket allowAtomic last ran for
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -79,6 +95,7 @@ func spec(cfg Config) jsbucket.Spec {
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 		},
+		FirstSeq: engineFirstSeq, // incarnation.go
 		Require: []jsbucket.Setting{
 			jsbucket.History(1),
 			jsbucket.FileStorage(),
@@ -116,7 +133,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
-	s := &Store{nc: nc, kv: kv, bucket: b, checks: rate.Sometimes{Interval: time.Second}}
+	st, err := js.Stream(ctx, b.Stream())
+	if err != nil {
+		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
+	}
+	s := &Store{nc: nc, js: js, kv: kv, stream: st, name: cfg.Bucket, bucket: b,
+		triedAtomic: st.CachedInfo().Created, checks: rate.Sometimes{Interval: time.Second}}
+	s.batches.Store(allowAtomic(ctx, js, st))
 	if err := s.ready(ctx); err != nil {
 		return nil, fmt.Errorf("jetstreamstore: open bucket %s: %w", cfg.Bucket, err)
 	}
@@ -178,6 +201,9 @@ func classify(err error, conflict error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, lease.ErrIncarnation) {
+		return fmt.Errorf("jetstreamstore: %w", err)
+	}
 	if IsConflict(err) {
 		return fmt.Errorf("%w (%v)", conflict, err)
 	}
@@ -204,6 +230,11 @@ func absent(err error) bool {
 // a holder publishes its period after it takes the key, so a reader that finds the
 // holder and then the period finds the holder's, if it was published.
 func (s *Store) Read(ctx context.Context) (lease.Record, error) {
+	// The revisions a holder uses are those Read returns: bind them to the bucket as it
+	// is now (incarnation.go).
+	if err := s.rebind(ctx); err != nil {
+		return lease.Record{}, fmt.Errorf("jetstreamstore: read: %w", s.recover(err))
+	}
 	e, err := s.kv.Get(ctx, Key)
 	if absent(err) {
 		return lease.Record{}, nil
@@ -231,11 +262,7 @@ func (s *Store) Read(ctx context.Context) (lease.Record, error) {
 
 // Create implements lease.Store.
 func (s *Store) Create(ctx context.Context, h lease.Holder) (uint64, error) {
-	var rev uint64
-	err := jserr.Resend(ctx, func() (err error) {
-		rev, err = s.kv.Create(ctx, Key, h.Encode())
-		return err
-	})
+	rev, err := s.create(ctx, Key, h.Encode())
 	return rev, classify(s.recover(err), lease.ErrTaken)
 }
 
@@ -245,11 +272,7 @@ func (s *Store) Update(ctx context.Context, h lease.Holder, rev uint64) (uint64,
 		// KV treats revision 0 as "the key never existed" and would create it.
 		return 0, fmt.Errorf("%w: update at revision 0", lease.ErrConflict)
 	}
-	var next uint64
-	err := jserr.Resend(ctx, func() (err error) {
-		next, err = s.kv.Update(ctx, Key, h.Encode(), rev)
-		return err
-	})
+	next, err := s.update(ctx, Key, h.Encode(), rev)
 	return next, classify(s.recover(err), lease.ErrConflict)
 }
 
@@ -259,8 +282,7 @@ func (s *Store) Delete(ctx context.Context, rev uint64) error {
 		// LastRevision(0) would delete whoever holds the key.
 		return fmt.Errorf("%w: delete at revision 0", lease.ErrConflict)
 	}
-	err := jserr.Resend(ctx, func() error { return s.kv.Delete(ctx, Key, jetstream.LastRevision(rev)) })
-	return classify(s.recover(err), lease.ErrConflict)
+	return classify(s.recover(s.remove(ctx, Key, rev)), lease.ErrConflict)
 }
 
 // Publish implements lease.Store.
@@ -302,14 +324,12 @@ func (s *Store) ReadEpoch(ctx context.Context) (lease.EpochRecord, error) {
 // too, as KV Create does); any other is a KV update at that revision.
 func (s *Store) WriteEpoch(ctx context.Context, e lease.EpochRecord, rev uint64) (uint64, error) {
 	var next uint64
-	err := jserr.Resend(ctx, func() (err error) {
-		if rev == 0 {
-			next, err = s.kv.Create(ctx, EpochKey, e.Encode())
-		} else {
-			next, err = s.kv.Update(ctx, EpochKey, e.Encode(), rev)
-		}
-		return err
-	})
+	var err error
+	if rev == 0 {
+		next, err = s.create(ctx, EpochKey, e.Encode())
+	} else {
+		next, err = s.update(ctx, EpochKey, e.Encode(), rev)
+	}
 	if err = classify(s.recover(err), lease.ErrConflict); err != nil {
 		return 0, fmt.Errorf("write %s: %w", EpochKey, err)
 	}

@@ -1,6 +1,7 @@
 package jsepoch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -59,6 +60,16 @@ func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 // follows the marker from the epoch B names and, when the check message is missing,
 // writes it (settle), which is the step the winner of step 1 would have taken.
 func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
+	if over.Rev == 0 {
+		// No check message to mark: the record was written by hand (sweep.go). Swept
+		// only while over's subject is still empty, as it was read.
+		if s, err := r.slotAt(ctx, over.Epoch); err != nil || s != (slot{}) {
+			return epoch.Record{}, r.advanceError(over.Epoch, n, "read", cmp.Or(err, epoch.ErrMoved))
+		}
+		if err := r.sweep(ctx, n, over.Epoch); err != nil {
+			return epoch.Record{}, err
+		}
+	}
 	data := strconv.AppendUint(nil, n, 10)
 	marker := &nats.Msg{Subject: r.checkSubject(over.Epoch), Header: nats.Header{}}
 	marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)

@@ -170,6 +170,18 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 	if over.Epoch > 0 {
 		return r.advance(ctx, n, over)
 	}
+	// No record: a new bucket, or one whose record was deleted by hand, which may have
+	// left a check subject live (sweep.go). Swept only when B is still empty, so an
+	// adopter that read none before another adopted touches nothing of theirs.
+	switch m, err := r.last(ctx, r.base); {
+	case err != nil:
+		return epoch.Record{}, fmt.Errorf("read %s: %w", r.base, err)
+	case m != nil:
+		return epoch.Record{}, fmt.Errorf("%s: %w (it holds an epoch now)", r.base, epoch.ErrMoved)
+	}
+	if err := r.sweep(ctx, n, 0); err != nil {
+		return epoch.Record{}, err
+	}
 	var ack *jetstreamext.BatchAck
 	err := Send(ctx, func() error {
 		data := strconv.AppendUint(nil, n, 10)

@@ -338,3 +338,88 @@ func BenchmarkAdvance(b *testing.B) {
 		}
 	}
 }
+
+// Finding 4 of issue 26: a record rewritten by hand past the engines' epoch (B set to
+// 999, with no check message on B.999) leaves the check subject of the epoch the
+// engines used live. The advance past 999 must supersede it too: a paused holder's
+// write under it must not commit. (Before the sweep, it did.)
+func TestAdvancePastAHandWrittenRecordSupersedesTheLiveCheck(t *testing.T) {
+	srv := natstest.Start(t)
+	j, err := js.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream(t, ctx, j)
+	r, err := New(ctx, j, "S", "s.epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Publish(ctx, "s.epoch", []byte("999")); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := epoch.Adopt(ctx, r, "S", 1000)
+	if err != nil {
+		t.Fatalf("adopt 1000 over a hand-written 999: %v", err)
+	}
+	if err := write(ctx, j, r, stale); !jserr.IsConflict(err) {
+		t.Fatalf("a write under epoch 1 after the advance to 1000 = %v, want refused (10071)", err)
+	}
+	if err := write(ctx, j, r, cur); err != nil {
+		t.Fatalf("a write under epoch 1000: %v", err)
+	}
+}
+
+// The record deleted by hand (B purged) leaves the last check subject live: an
+// adoption from none supersedes it, and one at or below an epoch the bucket has seen
+// is refused as stale, naming it.
+func TestAdoptionFromNoneSweepsWhatTheBucketHasSeen(t *testing.T) {
+	srv := natstest.Start(t)
+	j, err := js.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream(t, ctx, j)
+	r, err := New(ctx, j, "S", "s.epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := epoch.Adopt(ctx, r, "S", 1); err != nil {
+		t.Fatal(err)
+	}
+	live, err := epoch.Adopt(ctx, r, "S", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	purge := func() {
+		t.Helper()
+		if err := r.Stream().Purge(ctx, js.WithPurgeSubject("s.epoch")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	purge()
+	var stale *epoch.StaleError
+	if _, err := epoch.Adopt(ctx, r, "S", 3); !errors.As(err, &stale) || stale.Current != 5 {
+		t.Fatalf("adopt 3 after the record was deleted, with epoch 5's check live = %v, want stale at 5", err)
+	}
+	if err := write(ctx, j, r, live); err != nil {
+		t.Fatalf("the refused adoption wrote: a write under 5 = %v", err)
+	}
+	cur, err := epoch.Adopt(ctx, r, "S", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(ctx, j, r, live); !jserr.IsConflict(err) {
+		t.Fatalf("a write under epoch 5 after adopting 6 from none = %v, want refused (10071)", err)
+	}
+	if err := write(ctx, j, r, cur); err != nil {
+		t.Fatal(err)
+	}
+}
