@@ -171,12 +171,13 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 		return r.advance(ctx, n, over)
 	}
 	// No record: a new bucket, or one whose record was deleted by hand, which may have
-	// left a check subject live (sweep.go). Swept only when B is still empty, so an
-	// adopter that read none before another adopted touches nothing of theirs.
+	// left a check subject live (sweep.go). Swept only when B is still as it was read
+	// (empty, or the delete marker at over.Rev), so an adopter that read none before
+	// another adopted touches nothing of theirs.
 	switch m, err := r.last(ctx, r.base); {
 	case err != nil:
 		return epoch.Record{}, fmt.Errorf("read %s: %w", r.base, err)
-	case m != nil:
+	case m != nil && m.Sequence != over.Rev:
 		return epoch.Record{}, fmt.Errorf("%s: %w (it holds an epoch now)", r.base, epoch.ErrMoved)
 	}
 	if err := r.sweep(ctx, n, 0); err != nil {

@@ -144,12 +144,8 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 		if s.epoch == top.epoch {
 			continue
 		}
-		marker := &nats.Msg{Subject: r.checkSubject(s.epoch), Header: nats.Header{}}
-		marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-		marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.seq, 10))
-		marker.Header.Set(supersededBy, strconv.FormatUint(top.epoch, 10))
-		if _, err := r.publish(ctx, marker); err != nil {
-			return epoch.Record{}, rep, r.advanceError(s.epoch, top.epoch, "supersede", err)
+		if err := r.supersede(ctx, s.epoch, top.epoch); err != nil {
+			return epoch.Record{}, rep, err
 		}
 		rep.Superseded = append(rep.Superseded, s.epoch)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -29,9 +28,9 @@ import (
 // except skip's, and returns a *epoch.StaleError when a check subject above n exists,
 // or n's holds a marker: the bucket has seen a newer epoch, so n would go back.
 func (r *Record) sweep(ctx context.Context, n, skip uint64) error {
-	live, err := r.checkSubjects(ctx)
+	live, err := r.checkEpochs(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: list the epoch check subjects: %w", r.base, err)
+		return err
 	}
 	var ahead uint64
 	for _, k := range live {
@@ -61,25 +60,6 @@ func (r *Record) sweep(ctx context.Context, n, skip uint64) error {
 		}
 	}
 	return nil
-}
-
-// checkSubjects lists the epochs whose check subject B.<K> holds a message (a check or
-// a marker).
-func (r *Record) checkSubjects(ctx context.Context) ([]uint64, error) {
-	info, err := r.stream.Info(ctx, js.WithSubjectFilter(r.base+".*"))
-	if err != nil {
-		return nil, err
-	}
-	prefix := r.base + "."
-	var ks []uint64
-	for subj := range info.State.Subjects {
-		k, err := strconv.ParseUint(strings.TrimPrefix(subj, prefix), 10, 64)
-		if err != nil || k == 0 {
-			continue // not a check subject an engine writes
-		}
-		ks = append(ks, k)
-	}
-	return ks, nil
 }
 
 // supersede writes n's marker on B.<k> when it still holds k's check message,
