@@ -30,7 +30,10 @@ When the engines require service tokens (nats.jwt_secret_file), call signs one w
 same secret: --jwt-secret-file, else nats.jwt_secret_file of abi-engine.yaml; the
 token's caller (sub) is --caller.`,
 		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
-  abi-engine call keyvalue get '{"key":"greeting"}'`,
+  abi-engine call keyvalue get '{"key":"greeting"}'
+  abi-engine call keyvalue list_keys '{"prefix":"user:","limit":100}'
+  abi-engine call keyvalue get_ttl '{"key":"greeting"}'
+  abi-engine call object_storage list_objects_recursive '{"prefix":"papers"}'`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			subject, payload, err := callRequest(args)
