@@ -17,6 +17,9 @@ const (
 	EnvRolloutID = "ABI_ROLLOUT_ID"     // nats.engine.rollout_id
 	EnvNATSURL   = "ABI_NATS_URL"       // nats.url
 	EnvStandby   = "ABI_ENGINE_STANDBY" // nats.engine.standby
+	// EnvJWTSecretFile lets the client commands (call, bench, chaos) and the engine
+	// find the service tokens' secret without a configuration file.
+	EnvJWTSecretFile = "ABI_JWT_SECRET_FILE" // nats.jwt_secret_file
 )
 
 // Role is what an engine does on its account (nats.engine.role).

@@ -106,6 +106,7 @@ func (c *Config) applyEnv(env func(string) string) {
 		{EnvRolloutID, keyRolloutID},
 		{EnvNATSURL, keyNATSURL},
 		{EnvStandby, keyStandby},
+		{EnvJWTSecretFile, keyJWTSecretFile},
 	} {
 		if val := env(v.name); val != "" && c.set(v.key, val) {
 			c.setOrigin(v.key, source{what: "environment variable " + v.name})
@@ -126,6 +127,8 @@ func (c *Config) set(key, value string) bool {
 		c.NATS.Engine.Standby = Standby(value)
 	case keyHTTPListen:
 		c.HTTP.Listen = value
+	case keyJWTSecretFile:
+		c.NATS.JWTSecretFile = value
 	default:
 		return false
 	}
