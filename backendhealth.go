@@ -257,6 +257,16 @@ func (s healthyKeyValue) Exists(ctx context.Context, key string) (bool, error) {
 	return ok, s.h.observe(err)
 }
 
+func (s healthyKeyValue) ListKeys(ctx context.Context, prefix, after string, limit int) ([]string, bool, error) {
+	keys, more, err := s.Store.ListKeys(ctx, prefix, after, limit)
+	return keys, more, s.h.observe(err)
+}
+
+func (s healthyKeyValue) TTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	ttl, found, err := s.Store.TTL(ctx, key)
+	return ttl, found, s.h.observe(err)
+}
+
 // healthyObjectStorage is an object_storage backend whose failures its backendHealth
 // observes.
 type healthyObjectStorage struct {
@@ -279,6 +289,11 @@ func (s healthyObjectStorage) DeleteObject(ctx context.Context, prefix, key stri
 
 func (s healthyObjectStorage) ListObjects(ctx context.Context, prefix string) ([]string, error) {
 	keys, err := s.Store.ListObjects(ctx, prefix)
+	return keys, s.h.observe(err)
+}
+
+func (s healthyObjectStorage) ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error) {
+	keys, err := s.Store.ListObjectsRecursive(ctx, prefix)
 	return keys, s.h.observe(err)
 }
 

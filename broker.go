@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/natsauth"
@@ -157,12 +158,31 @@ func (e *Engine) connConfig(url, purpose string) (supervisor.ConnConfig, error) 
 	}
 	return supervisor.ConnConfig{
 		URL:            url,
-		Name:           fmt.Sprintf("abi-engine %s %s", purpose, e.InstanceID()),
+		Name:           connName(purpose),
 		Options:        opts,
 		OnAsyncError:   e.metrics.asyncError,
 		Timeout:        e.cfg.NATS.ClientTimeout(),
 		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
 	}, nil
+}
+
+// connName is the name a connection shows the broker (connz, server logs), as the
+// Python engine names its own (<role>@<host>), so one account's connections read the
+// same whichever engine made them: abi-engine@<host> serves the services,
+// abi-engine-ownership@<host> holds the lease, and the client and probe connections,
+// which the Python engine does not have, follow the same pattern.
+func connName(purpose string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	switch purpose {
+	case "service":
+		return "abi-engine@" + host
+	case "lease":
+		return "abi-engine-ownership@" + host
+	}
+	return "abi-engine-" + purpose + "@" + host
 }
 
 func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {

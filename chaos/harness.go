@@ -63,6 +63,10 @@ type harness struct {
 	commits commitLog
 	// cycleStarts is when each fault cycle began (cycles.go).
 	cycleStarts []time.Time
+	// secret is the service tokens' secret of the engines, in the file secretPath; nil
+	// for none (protobuf.go).
+	secret     []byte
+	secretPath string
 }
 
 func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
@@ -210,7 +214,7 @@ func (h *harness) transport() (*client.Transport, error) {
 	if h.opts.Retry != nil {
 		opts = append(opts, client.WithRetryPolicy(*h.opts.Retry))
 	}
-	return client.NewTransport(h.nc, opts...)
+	return client.NewTransport(h.nc, h.clientOptions(opts...)...)
 }
 
 // traffic is the load running through bench.
@@ -241,12 +245,20 @@ func (h *harness) startTraffic() error {
 		return nil
 	}
 	cfg := trafficConfig(h.opts)
+	var pb sync.WaitGroup
+	if h.opts.Protobuf {
+		pb.Go(func() { runProtobuf(context.WithoutCancel(h.ctx), tr, h.opts, h.rec, t.stop) })
+	}
 	go func() {
 		defer close(t.done)
 		t.rep, t.err = bench.Run(context.WithoutCancel(h.ctx), tr, cfg, bench.WithRecorder(h.rec), bench.StopOn(t.stop))
+		pb.Wait()
 	}()
 	h.traffic = t
 	h.event(report.KindStep, "traffic", "%d workers, keyvalue %s over %d keys", cfg.Concurrency, cfg.Workload, cfg.Keys)
+	if h.opts.Protobuf {
+		h.event(report.KindStep, "traffic", "and %d workers of the same mix in protobuf, as the Python clients call, over %d keys of their own", protobufWorkers(h.opts), cfg.Keys)
+	}
 	return nil
 }
 

@@ -163,6 +163,7 @@ func (h *harness) engineConfig(url, rollout string) *config.Config {
 	}
 	c.Services.ObjectStorage.Adapter = config.ObjectStorageJetStream
 	c.HTTP.Listen = ""
+	c.NATS.JWTSecretFile = h.secretPath
 	return c
 }
 
@@ -324,6 +325,7 @@ type status struct {
 func (h *harness) processConfig(rollout, httpAddr string) string {
 	return fmt.Sprintf(`nats:
   url: %q
+  jwt_secret_file: %q
   engine:
     role: serve
     rollout_id: %q
@@ -339,7 +341,7 @@ http:
 log:
   level: info
   format: json
-`, h.url, rollout, h.lease.Seconds(), drainSeconds, h.replicas, h.keyValueYAML(), httpAddr)
+`, h.url, h.secretPath, rollout, h.lease.Seconds(), drainSeconds, h.replicas, h.keyValueYAML(), httpAddr)
 }
 
 // keyValueYAML is the services.keyvalue of an engine process.

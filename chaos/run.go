@@ -73,6 +73,15 @@ type Options struct {
 	// or "postgres", on the database at PostgresURL, in a table of the run's own.
 	KeyValue    string
 	PostgresURL string
+	// JWTSecret, when set, is the service tokens' secret: every engine of the run
+	// requires tokens signed with it (nats.jwt_secret_file) and the harness's clients
+	// sign theirs.
+	JWTSecret []byte
+	// Protobuf adds to the keyvalue traffic the same mix of calls in protobuf, as the
+	// Python clients make them, on keys of their own and at once: a run then shows
+	// that handovers lose no call of either codec. Protobuf calls need service tokens,
+	// so without JWTSecret the run makes a secret of its own.
+	Protobuf bool
 }
 
 // Keyvalue backends a run can share (Options.KeyValue).
@@ -281,8 +290,8 @@ func Run(ctx context.Context, name string, opts Options) (*Report, error) {
 	before := goleak.IgnoreCurrent()
 	h := newHarness(ctx, sc, opts, work, logDir)
 	fmt.Fprintf(opts.Log, "chaos %s: seed %d, lease %s, duration %s\n", name, opts.Seed, opts.Lease, opts.Duration)
-	var runErr error
-	if opts.KeyValue == KeyValuePostgres {
+	_, runErr := h.secretFile()
+	if runErr == nil && opts.KeyValue == KeyValuePostgres {
 		runErr = h.setupPostgres()
 	}
 	if runErr == nil {

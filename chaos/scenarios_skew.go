@@ -7,9 +7,9 @@ import (
 	"github.com/abi-engine/engine/chaos/check"
 )
 
-// leaseConnection is the name every engine gives its lease connection ("abi-engine
-// lease <instance>"): clock-skew cuts it alone.
-const leaseConnection = "abi-engine lease "
+// leaseConnection is the start of the name every engine gives its lease connection
+// ("abi-engine-ownership@<host>"): clock-skew cuts it alone.
+const leaseConnection = "abi-engine-ownership@"
 
 // clockSkew: one engine's lease clock runs Options.ClockRate times as fast as the
 // others' (fail point clock-rate). The holder's lease connection alone is cut, so it

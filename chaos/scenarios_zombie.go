@@ -44,7 +44,7 @@ func zombieWrite(h *harness) error {
 		return err
 	}
 	// Sent once: the zombie's write can reach no engine but the holder it was sent to.
-	once, err := client.NewTransport(h.nc, client.WithRetryPolicy(client.RetryPolicy{}))
+	once, err := client.NewTransport(h.nc, h.clientOptions(client.WithRetryPolicy(client.RetryPolicy{}))...)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 // else notices. The check also redoes the upload as one transfer on the same host and
 // reads the object back: the host itself must keep working.
 func (h *harness) killSession(m *inproc) error {
-	tr, err := client.NewTransport(h.nc)
+	tr, err := client.NewTransport(h.nc, h.clientOptions()...)
 	if err != nil {
 		return err
 	}

@@ -101,13 +101,23 @@ func (c *ObjectStorage) DeleteObject(ctx context.Context, prefix, key string) er
 	}, nil)
 }
 
-// ListObjects returns the keys stored under prefix.
+// ListObjects returns the keys stored directly under prefix.
 func (c *ObjectStorage) ListObjects(ctx context.Context, prefix string) ([]string, error) {
-	if err := c.t.checkNames(protocol.ObjectStorage, protocol.OpListObjects, "prefix", prefix); err != nil {
+	return c.list(ctx, protocol.OpListObjects, prefix)
+}
+
+// ListObjectsRecursive returns every object under prefix at any depth, named relative
+// to it ("k", "a/b/k").
+func (c *ObjectStorage) ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error) {
+	return c.list(ctx, protocol.OpListObjectsRecursive, prefix)
+}
+
+func (c *ObjectStorage) list(ctx context.Context, op, prefix string) ([]string, error) {
+	if err := c.t.checkNames(protocol.ObjectStorage, op, "prefix", prefix); err != nil {
 		return nil, err
 	}
 	var r protocol.ListObjectsReply
-	err := c.t.call(ctx, protocol.ObjectStorage, protocol.OpListObjects, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
+	err := c.t.call(ctx, protocol.ObjectStorage, op, func(b []byte, rc protocol.RequestContext) ([]byte, error) {
 		return protocol.ListObjectsRequest{Ctx: protocol.CtxOf(&rc), Prefix: prefix}.AppendJSON(b)
 	}, &r)
 	if err != nil {

@@ -22,6 +22,9 @@ const (
 	// file.
 	EnvHTTPListen     = "ABI_HTTP_LISTEN"          // http.listen
 	EnvEmbeddedListen = "ABI_NATS_EMBEDDED_LISTEN" // nats.embedded.listen
+	// EnvJWTSecretFile lets the client commands (call, bench, chaos) and the engine
+	// find the service tokens' secret without a configuration file.
+	EnvJWTSecretFile = "ABI_JWT_SECRET_FILE" // nats.jwt_secret_file
 )
 
 // Role is what an engine does on its account (nats.engine.role).

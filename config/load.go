@@ -108,6 +108,7 @@ func (c *Config) applyEnv(env func(string) string) {
 		{EnvStandby, keyStandby},
 		{EnvHTTPListen, keyHTTPListen},
 		{EnvEmbeddedListen, keyEmbeddedListen},
+		{EnvJWTSecretFile, keyJWTSecretFile},
 	} {
 		if val := env(v.name); val != "" && c.set(v.key, val) {
 			c.setOrigin(v.key, source{what: "environment variable " + v.name})
@@ -130,6 +131,8 @@ func (c *Config) set(key, value string) bool {
 		c.HTTP.Listen = value
 	case keyEmbeddedListen:
 		c.NATS.Embedded.Listen = value
+	case keyJWTSecretFile:
+		c.NATS.JWTSecretFile = value
 	default:
 		return false
 	}

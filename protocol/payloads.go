@@ -17,12 +17,16 @@ const (
 	OpDelete               = "delete"
 	OpDeleteIfValueMatches = "delete_if_value_matches"
 	OpExists               = "exists"
+	OpListKeys             = "list_keys"
+	OpGetTTL               = "get_ttl"
 
 	OpPutObject         = "put_object"
 	OpGetObject         = "get_object"
 	OpDeleteObject      = "delete_object"
 	OpListObjects       = "list_objects"
 	OpGetObjectMetadata = "get_object_metadata"
+	// OpListObjectsRecursive lists every object under a prefix, at any depth.
+	OpListObjectsRecursive = "list_objects_recursive"
 )
 
 // Ctx is embedded in every request body.
@@ -74,6 +78,29 @@ type KVDeleteReply struct {
 
 type KVExistsReply struct {
 	Exists bool `json:"exists"`
+}
+
+// KVListKeysRequest asks for a page of keys: those starting with Prefix, after After
+// ("" for the first page), at most Limit (1..1000).
+type KVListKeysRequest struct {
+	Ctx
+	Prefix string `json:"prefix"`
+	Limit  int    `json:"limit"`
+	After  string `json:"after,omitempty"`
+}
+
+// KVListKeysReply is a page of keys in ascending order; NextAfter, set when more keys
+// exist, is the After of the next page.
+type KVListKeysReply struct {
+	Keys      []string `json:"keys"`
+	NextAfter string   `json:"next_after,omitempty"`
+}
+
+// KVGetTTLReply is the time a key still lives, in whole seconds rounded up (at least
+// 1); 0 when the key never expires, as ttl_seconds 0 means no expiry on a write.
+type KVGetTTLReply struct {
+	Found      bool  `json:"found"`
+	TTLSeconds int64 `json:"ttl_seconds"`
 }
 
 // Empty is the reply of operations that return nothing: {}.

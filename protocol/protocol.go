@@ -196,6 +196,10 @@ func kernelSubject(service, operation string) string {
 			return ServicePrefix + KeyValue + ".v1." + OpDeleteIfValueMatches
 		case OpExists:
 			return ServicePrefix + KeyValue + ".v1." + OpExists
+		case OpListKeys:
+			return ServicePrefix + KeyValue + ".v1." + OpListKeys
+		case OpGetTTL:
+			return ServicePrefix + KeyValue + ".v1." + OpGetTTL
 		}
 	case ObjectStorage:
 		switch operation {
@@ -209,6 +213,8 @@ func kernelSubject(service, operation string) string {
 			return ServicePrefix + ObjectStorage + ".v1." + OpListObjects
 		case OpGetObjectMetadata:
 			return ServicePrefix + ObjectStorage + ".v1." + OpGetObjectMetadata
+		case OpListObjectsRecursive:
+			return ServicePrefix + ObjectStorage + ".v1." + OpListObjectsRecursive
 		}
 	}
 	return ""

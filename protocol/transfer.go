@@ -75,15 +75,15 @@ const (
 // ReplyMayOverflow reports whether a reply of service's operation op can be too large
 // for one message, so that a caller able to fetch a parked reply says so on the request
 // (HeaderOverflow). The kernel's other operations answer a few members of bounded size
-// ({}, {set}, {deleted}, {exists}, an object's size and time) or an error, which always
+// ({}, {set}, {deleted}, {exists}, a TTL, an object's size and time) or an error, which always
 // fit: a header on them costs every call its encoding and decoding and buys nothing.
 // An embedder's service may answer anything.
 func ReplyMayOverflow(service, op string) bool {
 	switch service {
 	case KeyValue:
-		return op == OpGet
+		return op == OpGet || op == OpListKeys
 	case ObjectStorage:
-		return op == OpGetObject || op == OpListObjects
+		return op == OpGetObject || op == OpListObjects || op == OpListObjectsRecursive
 	}
 	return true
 }

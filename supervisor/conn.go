@@ -17,7 +17,7 @@ import (
 // ConnConfig describes one NATS connection of the engine.
 type ConnConfig struct {
 	URL         string // comma-separated list
-	Name        string // shown by the server, e.g. "abi-engine lease <instance>"
+	Name        string // shown by the server, e.g. "abi-engine-ownership@<host>"
 	Credentials string // .creds file, optional
 	// Options are more nats.go options: the login and TLS (internal/natsauth).
 	Options []nats.Option

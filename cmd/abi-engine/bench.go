@@ -17,6 +17,7 @@ const benchInstance = "0123456789abcdef0123456789abcdef"
 func (c *cli) benchCommand() *cobra.Command {
 	var natsURL, jsonPath string
 	var raw bool
+	var tokens tokenFlags
 	rounds := 1
 	cfg := bench.DefaultConfig()
 	cmd := &cobra.Command{
@@ -31,7 +32,10 @@ reply (the work the protocol requires of any responder); it prints the engine's 
 to each, so the engine's figures can be read against the broker's. With --rounds N
 the runs are repeated N times, interleaved (each round reverses the order of the one
 before), and the medians and ranges of the ratios are printed last: on a shared
-machine one pair of runs can differ by more than what it is meant to show.`,
+machine one pair of runs can differ by more than what it is meant to show.
+
+Against engines that require service tokens (nats.jwt_secret_file), bench signs them
+as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuration's.`,
 		Example: `  abi-engine bench --duration 10s --concurrency 16
   abi-engine bench --raw --workload get --rounds 5 --duration 3s --concurrency 128
   abi-engine bench --service object_storage --workload put-get --payload 65536 --json report.json`,
@@ -56,7 +60,11 @@ machine one pair of runs can differ by more than what it is meant to show.`,
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			tr, err := client.NewTransport(nc, client.WithDefaultTimeout(cfg.Timeout))
+			signed, err := tokens.options(cmd, br)
+			if err != nil {
+				return err
+			}
+			tr, err := client.NewTransport(nc, append([]client.Option{client.WithDefaultTimeout(cfg.Timeout)}, signed...)...)
 			if err != nil {
 				return runtimeError(err)
 			}
@@ -95,6 +103,7 @@ machine one pair of runs can differ by more than what it is meant to show.`,
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on every call, retries included")
 	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first (a bare echo and one stamping the instance header), for comparison")
 	f.IntVar(&rounds, "rounds", rounds, "repeat the runs this many times, interleaved, and print the medians and ranges of the ratios (with --raw)")
+	tokens.add(cmd, "abi-engine-bench")
 	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file")
 	return cmd
 }

@@ -15,13 +15,16 @@ import (
 )
 
 // servingEngine loads an in-process engine with memory backends against url.
-func servingEngine(t *testing.T, url string) *engine.Engine {
+func servingEngine(t *testing.T, url string, with ...func(*config.Config)) *engine.Engine {
 	t.Helper()
 	cfg := config.Default()
 	cfg.NATS.URL = url
 	cfg.HTTP.Listen = ""
 	cfg.Services.KeyValue.Adapter = config.KeyValueMemory
 	cfg.Services.ObjectStorage.Adapter = config.ObjectStorageMemory
+	for _, w := range with {
+		w(cfg)
+	}
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/client"
-	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/spf13/cobra"
 )
 
 func (c *cli) callCommand() *cobra.Command {
-	var natsURL, secretFile, caller string
+	var natsURL string
+	var tokens tokenFlags
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "call SERVICE OPERATION [JSON | - | @FILE]",
@@ -28,8 +28,8 @@ reached no engine is resent for a few seconds, as the SDK does during a handover
 An error reply prints its code and message and exits 1.
 
 When the engines require service tokens (nats.jwt_secret_file), call signs one with the
-same secret: --jwt-secret-file, else nats.jwt_secret_file of abi-engine.yaml; the
-token's caller (sub) is --caller.
+same secret: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else nats.jwt_secret_file of
+abi-engine.yaml; the token's caller (sub) is --caller.
 
 The body is the JSON argument, or with - standard input, or with @FILE the file's
 content (for a body over the 128 KiB an argument may hold). Bytes members (value,
@@ -37,6 +37,9 @@ content, data) are base64 strings: one that is not is refused naming it, before
 anything is sent (exit 2).`,
 		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
   abi-engine call keyvalue get '{"key":"greeting"}'
+  abi-engine call keyvalue list_keys '{"prefix":"user:","limit":100}'
+  abi-engine call keyvalue get_ttl '{"key":"greeting"}'
+  abi-engine call object_storage list_objects_recursive '{"prefix":"papers"}'
   jq -n --arg v "$(base64 -w0 big.bin)" '{key:"big",value:$v}' | abi-engine call keyvalue set -
   abi-engine call keyvalue set @request.json`,
 		Args: cobra.RangeArgs(2, 3),
@@ -60,17 +63,11 @@ anything is sent (exit 2).`,
 				return err
 			}
 			defer nc.Close()
-			opts := []client.Option{client.WithDefaultTimeout(timeout)}
-			if !cmd.Flags().Changed("jwt-secret-file") {
-				secretFile = b.JWTSecretFile
+			signed, err := tokens.options(cmd, b)
+			if err != nil {
+				return err
 			}
-			if secretFile != "" {
-				secret, err := servicetoken.ReadSecretFile(secretFile)
-				if err != nil {
-					return usageError(&flagError{fmt.Errorf("--jwt-secret-file: %w", err)})
-				}
-				opts = append(opts, client.WithServiceToken(secret, caller))
-			}
+			opts := append([]client.Option{client.WithDefaultTimeout(timeout)}, signed...)
 			t, err := client.NewTransport(nc, opts...)
 			if err != nil {
 				return usageError(&flagError{err})
@@ -94,8 +91,7 @@ anything is sent (exit 2).`,
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the reply (default: nats.client_timeout_seconds, 10s unless set)")
-	cmd.Flags().StringVar(&secretFile, "jwt-secret-file", "", "file holding the HS256 secret to sign a service token with (default: nats.jwt_secret_file of abi-engine.yaml; none: no token)")
-	cmd.Flags().StringVar(&caller, "caller", "abi-engine-call", "the service token's caller (its sub)")
+	tokens.add(cmd, "abi-engine-call")
 	return cmd
 }
 

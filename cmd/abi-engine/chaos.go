@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/chaos"
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/spf13/cobra"
 )
 
 func (c *cli) chaosCommand() *cobra.Command {
-	var scenario, out string
+	var scenario, out, secretFile string
 	var opts chaos.Options
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -31,9 +33,15 @@ zombie-write and clock-skew switch fail points on inside their engines (a write 
 between its lease check and the write; a lease clock that runs fast), and so does
 --failpoints-holder/--failpoints-others: they need a binary built with them, which a
 release binary is not (go build -tags failpoints ./cmd/abi-engine). Without them the
-command refuses, exit 2. docs/chaos.md lists the fail points and what each shows.`,
-		Example: `  abi-engine chaos --scenario rolling-deploy --duration 10m --seed 7 --out soak/`,
-		Args:    cobra.NoArgs,
+command refuses, exit 2. docs/chaos.md lists the fail points and what each shows.
+
+--protobuf adds to the JSON keyvalue traffic the same mix of calls in protobuf, as the
+Python clients make them, at once; protobuf calls need service tokens, so the engines
+then require them, signed with --jwt-secret-file (else ABI_JWT_SECRET_FILE), or with a
+secret of the run's own.`,
+		Example: `  abi-engine chaos --scenario rolling-deploy --duration 10m --seed 7 --out soak/
+  abi-engine chaos --scenario rolling-deploy --duration 60s --protobuf`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, ok := chaos.Lookup(scenario); !ok {
 				return usageError(&flagError{fmt.Errorf("--scenario %q is not one of %s", scenario, strings.Join(chaos.Names(), ", "))})
@@ -41,6 +49,14 @@ command refuses, exit 2. docs/chaos.md lists the fail points and what each shows
 			bin, err := os.Executable()
 			if err != nil {
 				return runtimeError(fmt.Errorf("find the abi-engine binary for the process scenarios: %w", err))
+			}
+			if !cmd.Flags().Changed("jwt-secret-file") && c.env != nil {
+				secretFile = c.env(config.EnvJWTSecretFile)
+			}
+			if secretFile != "" {
+				if opts.JWTSecret, err = servicetoken.ReadSecretFile(secretFile); err != nil {
+					return usageError(&flagError{fmt.Errorf("--jwt-secret-file: %w", err)})
+				}
 			}
 			opts.Binary = bin
 			opts.Out = out
@@ -76,6 +92,8 @@ command refuses, exit 2. docs/chaos.md lists the fail points and what each shows
 	f.Float64Var(&opts.ClockRate, "clock-rate", 1.5, "clock-skew: how fast the fast engine's lease clock runs against the real one")
 	f.StringVar(&opts.KeyValue, "keyvalue", chaos.KeyValueJetStream, "the keyvalue backend the engines share: jetstream or postgres")
 	f.StringVar(&opts.PostgresURL, "postgres-url", "", "the PostgreSQL database of --keyvalue postgres (a table of the run's own is created and dropped)")
+	f.BoolVar(&opts.Protobuf, "protobuf", false, "also drive keyvalue in protobuf, as the Python clients do, beside the JSON traffic")
+	f.StringVar(&secretFile, "jwt-secret-file", "", "file holding the HS256 secret the engines require service tokens signed with (default: ABI_JWT_SECRET_FILE; none: no tokens, unless --protobuf makes one)")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd
 }

@@ -80,6 +80,18 @@ func (s tracedKeyValue) Exists(ctx context.Context, key string) (exists bool, er
 	return s.Store.Exists(ctx, key)
 }
 
+func (s tracedKeyValue) ListKeys(ctx context.Context, prefix, after string, limit int) (keys []string, more bool, err error) {
+	ctx, end := s.b.start(ctx, "ListKeys")
+	defer func() { end(err) }()
+	return s.Store.ListKeys(ctx, prefix, after, limit)
+}
+
+func (s tracedKeyValue) TTL(ctx context.Context, key string) (ttl time.Duration, found bool, err error) {
+	ctx, end := s.b.start(ctx, "TTL")
+	defer func() { end(err) }()
+	return s.Store.TTL(ctx, key)
+}
+
 // ObjectStorage returns store with a span for every call, named after the adapter.
 func ObjectStorage(store objectstorage.Store, tp trace.TracerProvider, adapter string) objectstorage.Store {
 	return tracedObjects{Store: store, b: backend{tracer: tp.Tracer(Scope), service: protocol.ObjectStorage, adapter: adapter}}
@@ -112,6 +124,12 @@ func (s tracedObjects) ListObjects(ctx context.Context, prefix string) (keys []s
 	ctx, end := s.b.start(ctx, "ListObjects")
 	defer func() { end(err) }()
 	return s.Store.ListObjects(ctx, prefix)
+}
+
+func (s tracedObjects) ListObjectsRecursive(ctx context.Context, prefix string) (keys []string, err error) {
+	ctx, end := s.b.start(ctx, "ListObjectsRecursive")
+	defer func() { end(err) }()
+	return s.Store.ListObjectsRecursive(ctx, prefix)
 }
 
 func (s tracedObjects) GetObjectMetadata(ctx context.Context, prefix, key string) (md objectstorage.Metadata, err error) {

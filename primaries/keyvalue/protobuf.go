@@ -8,6 +8,7 @@ package keyvalue
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/abi-engine/engine/primaries"
@@ -28,7 +29,8 @@ func (h handler) protobufOps() map[string]primaries.ProtoOperation {
 			return &kvv1.ExistsResponse{Result: &kvv1.ExistsResponse_Error{Error: e}}
 		})
 	exists.Run = primaries.ReadOnly(exists.Run)
-	return map[string]primaries.ProtoOperation{
+	ops := h.keysProtobufOps()
+	maps.Copy(ops, map[string]primaries.ProtoOperation{
 		protocol.OpGet:    get,
 		protocol.OpExists: exists,
 		protocol.OpSet: primaries.HandleProto(func() *kvv1.SetRequest { return new(kvv1.SetRequest) }, h.pbSet,
@@ -43,7 +45,8 @@ func (h handler) protobufOps() map[string]primaries.ProtoOperation {
 			func(e *commonv1.CallError) *kvv1.DeleteIfValueMatchesResponse {
 				return &kvv1.DeleteIfValueMatchesResponse{Result: &kvv1.DeleteIfValueMatchesResponse_Error{Error: e}}
 			}),
-	}
+	})
+	return ops
 }
 
 // keyNotFound is the Python engine's error for a missing key, text included.

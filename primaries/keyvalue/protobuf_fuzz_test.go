@@ -26,6 +26,10 @@ func (fuzzStore) DeleteIfValueMatches(context.Context, string, []byte) (bool, er
 	return false, nil
 }
 func (fuzzStore) Exists(context.Context, string) (bool, error) { return false, nil }
+func (fuzzStore) ListKeys(_ context.Context, prefix, after string, limit int) ([]string, bool, error) {
+	return []string{}, false, CheckList(prefix, after, limit)
+}
+func (fuzzStore) TTL(context.Context, string) (time.Duration, bool, error) { return 0, false, nil }
 
 // FuzzProtobufRequest: whatever the body, every protobuf operation answers without
 // panicking, with a reply message that decodes, or with a *protocol.Error whose reply

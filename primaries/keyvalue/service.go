@@ -23,6 +23,8 @@ func Service(store Store) primaries.Service {
 			protocol.OpDelete:               primaries.Handle(h.delete),
 			protocol.OpDeleteIfValueMatches: primaries.Handle(h.deleteIfValueMatches),
 			protocol.OpExists:               primaries.ReadOnly(primaries.Handle(h.exists)),
+			protocol.OpListKeys:             primaries.ReadOnly(primaries.Handle(h.listKeys)),
+			protocol.OpGetTTL:               primaries.ReadOnly(primaries.Handle(h.getTTL)),
 		},
 		Protobuf: h.protobufOps(),
 	}

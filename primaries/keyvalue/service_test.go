@@ -159,6 +159,24 @@ func (w wireStore) Exists(ctx context.Context, key string) (bool, error) {
 	return r.Exists, err
 }
 
+func (w wireStore) ListKeys(ctx context.Context, prefix, after string, limit int) ([]string, bool, error) {
+	var r protocol.KVListKeysReply
+	err := w.call(ctx, protocol.OpListKeys, protocol.KVListKeysRequest{Prefix: prefix, After: after, Limit: limit}, &r)
+	if err == nil && r.Keys == nil {
+		return nil, false, errors.New(`"keys": null`)
+	}
+	return r.Keys, r.NextAfter != "", err
+}
+
+func (w wireStore) TTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	if err := keyvalue.CheckKey(key); err != nil {
+		return 0, false, err
+	}
+	var r protocol.KVGetTTLReply
+	err := w.call(ctx, protocol.OpGetTTL, protocol.KVKeyRequest{Key: key}, &r)
+	return time.Duration(r.TTLSeconds) * time.Second, r.Found, err
+}
+
 // The service passes the contract over the wire, TTLs included.
 func TestContractOverTheWire(t *testing.T) {
 	clock := kvtest.NewClock()

@@ -34,13 +34,18 @@ func (h handler) protobufOps() map[string]primaries.ProtoOperation {
 		func(e *commonv1.CallError) *osv1.GetObjectMetadataResponse {
 			return &osv1.GetObjectMetadataResponse{Result: &osv1.GetObjectMetadataResponse_Error{Error: e}}
 		})
-	for _, op := range []*primaries.ProtoOperation{&get, &list, &md} {
+	recursive := primaries.HandleProto(func() *osv1.ListObjectsRecursiveRequest { return new(osv1.ListObjectsRecursiveRequest) }, h.pbListRecursive,
+		func(e *commonv1.CallError) *osv1.ListObjectsRecursiveResponse {
+			return &osv1.ListObjectsRecursiveResponse{Result: &osv1.ListObjectsRecursiveResponse_Error{Error: e}}
+		})
+	for _, op := range []*primaries.ProtoOperation{&get, &list, &recursive, &md} {
 		op.Run = primaries.ReadOnly(op.Run)
 	}
 	return map[string]primaries.ProtoOperation{
-		protocol.OpGetObject:         get,
-		protocol.OpListObjects:       list,
-		protocol.OpGetObjectMetadata: md,
+		protocol.OpGetObject:            get,
+		protocol.OpListObjects:          list,
+		protocol.OpListObjectsRecursive: recursive,
+		protocol.OpGetObjectMetadata:    md,
 		protocol.OpPutObject: primaries.HandleProto(func() *osv1.PutObjectRequest { return new(osv1.PutObjectRequest) }, h.pbPut,
 			func(e *commonv1.CallError) *osv1.PutObjectResponse { return &osv1.PutObjectResponse{Error: e} }),
 		protocol.OpDeleteObject: primaries.HandleProto(func() *osv1.DeleteObjectRequest { return new(osv1.DeleteObjectRequest) }, h.pbDelete,
@@ -120,8 +125,11 @@ func (h handler) pbDelete(ctx context.Context, r *osv1.DeleteObjectRequest) (*os
 	return &osv1.DeleteObjectResponse{}, nil
 }
 
-// pbList lists the objects directly under the prefix, by key. A prefix with none is
-// OBJECT_NOT_FOUND, as the Python engine answers a prefix that does not exist.
+// pbList lists the objects directly under the prefix, by key. OBJECT_NOT_FOUND only
+// when no object lies under the prefix at any depth, as the Python engine answers a
+// prefix that does not exist: a prefix holding only deeper objects exists (its
+// listing is keys {}), so the flat and the recursive listing always agree on whether
+// the prefix is there.
 func (h handler) pbList(ctx context.Context, r *osv1.ListObjectsRequest) (*osv1.ListObjectsResponse, error) {
 	if err := CheckPrefix(r.Prefix); err != nil {
 		return nil, err
@@ -131,9 +139,35 @@ func (h handler) pbList(ctx context.Context, r *osv1.ListObjectsRequest) (*osv1.
 		return nil, pbError(err)
 	}
 	if len(keys) == 0 {
-		return nil, protocol.Errorf(protocol.ObjectNotFound, "no object under prefix %.64q", r.Prefix)
+		deeper, err := h.store.ListObjectsRecursive(ctx, r.Prefix)
+		if err != nil {
+			return nil, pbError(err)
+		}
+		if len(deeper) == 0 {
+			return nil, noObjectUnder(r.Prefix)
+		}
 	}
 	return &osv1.ListObjectsResponse{Result: &osv1.ListObjectsResponse_Keys{Keys: &osv1.Keys{Keys: keys}}}, nil
+}
+
+// pbListRecursive lists every object under the prefix, named relative to it;
+// OBJECT_NOT_FOUND when there is none.
+func (h handler) pbListRecursive(ctx context.Context, r *osv1.ListObjectsRecursiveRequest) (*osv1.ListObjectsRecursiveResponse, error) {
+	if err := CheckPrefix(r.Prefix); err != nil {
+		return nil, err
+	}
+	keys, err := h.store.ListObjectsRecursive(ctx, r.Prefix)
+	if err != nil {
+		return nil, pbError(err)
+	}
+	if len(keys) == 0 {
+		return nil, noObjectUnder(r.Prefix)
+	}
+	return &osv1.ListObjectsRecursiveResponse{Result: &osv1.ListObjectsRecursiveResponse_Keys{Keys: &osv1.Keys{Keys: keys}}}, nil
+}
+
+func noObjectUnder(prefix string) error {
+	return protocol.Errorf(protocol.ObjectNotFound, "no object under prefix %.64q", prefix)
 }
 
 // pbMetadata is what the store knows of an object: its name, size and modification

@@ -23,11 +23,12 @@ func Service(store Store) primaries.Service {
 		Name:        protocol.ObjectStorage,
 		Description: "abi-engine object_storage: objects by prefix and key",
 		Operations: map[string]primaries.Operation{
-			protocol.OpPutObject:         primaries.Handle(h.put),
-			protocol.OpGetObject:         primaries.ReadOnly(primaries.Handle(h.get)),
-			protocol.OpDeleteObject:      primaries.Handle(h.delete),
-			protocol.OpListObjects:       primaries.ReadOnly(primaries.Handle(h.list)),
-			protocol.OpGetObjectMetadata: primaries.ReadOnly(primaries.Handle(h.metadata)),
+			protocol.OpPutObject:            primaries.Handle(h.put),
+			protocol.OpGetObject:            primaries.ReadOnly(primaries.Handle(h.get)),
+			protocol.OpDeleteObject:         primaries.Handle(h.delete),
+			protocol.OpListObjects:          primaries.ReadOnly(primaries.Handle(h.list)),
+			protocol.OpListObjectsRecursive: primaries.ReadOnly(primaries.Handle(h.listRecursive)),
+			protocol.OpGetObjectMetadata:    primaries.ReadOnly(primaries.Handle(h.metadata)),
 		},
 		Protobuf: h.protobufOps(),
 	}
@@ -71,6 +72,17 @@ func (h handler) list(ctx context.Context, r *protocol.ListObjectsRequest) (prot
 	keys, err := h.store.ListObjects(ctx, r.Prefix)
 	if keys == nil {
 		keys = []string{} // no objects travels as [], not null
+	}
+	return protocol.ListObjectsReply{Keys: keys}, err
+}
+
+func (h handler) listRecursive(ctx context.Context, r *protocol.ListObjectsRequest) (protocol.ListObjectsReply, error) {
+	if err := CheckPrefix(r.Prefix); err != nil {
+		return protocol.ListObjectsReply{}, err
+	}
+	keys, err := h.store.ListObjectsRecursive(ctx, r.Prefix)
+	if keys == nil {
+		keys = []string{}
 	}
 	return protocol.ListObjectsReply{Keys: keys}, err
 }

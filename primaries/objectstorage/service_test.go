@@ -110,6 +110,15 @@ func (w wireStore) ListObjects(_ context.Context, prefix string) ([]string, erro
 	return r.Keys, err
 }
 
+func (w wireStore) ListObjectsRecursive(_ context.Context, prefix string) ([]string, error) {
+	if err := objectstorage.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	var r protocol.ListObjectsReply
+	err := w.call(protocol.OpListObjectsRecursive, protocol.ListObjectsRequest{Prefix: prefix}, &r)
+	return r.Keys, err
+}
+
 func (w wireStore) GetObjectMetadata(_ context.Context, prefix, key string) (objectstorage.Metadata, error) {
 	if err := objectstorage.CheckName(prefix, key); err != nil {
 		return objectstorage.Metadata{}, err

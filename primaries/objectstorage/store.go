@@ -18,6 +18,10 @@ type Store interface {
 	PutObject(ctx context.Context, prefix, key string, content []byte) error
 	GetObject(ctx context.Context, prefix, key string) ([]byte, error)
 	DeleteObject(ctx context.Context, prefix, key string) error
+	// ListObjects returns the keys of the objects directly under prefix, sorted.
 	ListObjects(ctx context.Context, prefix string) ([]string, error)
+	// ListObjectsRecursive returns every object under prefix at any depth, sorted, each
+	// named relative to prefix: "k" for prefix/k, "a/b/k" for prefix/a/b/k.
+	ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error)
 	GetObjectMetadata(ctx context.Context, prefix, key string) (Metadata, error)
 }

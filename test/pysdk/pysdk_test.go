@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/abi-engine/engine/internal/natstest"
@@ -245,11 +246,16 @@ func writeDescriptors(t *testing.T, path string) {
 		}
 		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
 	}
-	for _, fd := range []protoreflect.FileDescriptor{
-		commonv1.File_abi_common_v1_common_proto, keyvaluev1.File_abi_keyvalue_v1_keyvalue_proto,
-		objectstoragev1.File_abi_object_storage_v1_object_storage_proto, transferv1.File_abi_transfer_v1_transfer_proto,
+	// Every file of each package, whichever way the package's messages are split
+	// across files: file names never reach the wire, so only the messages are compared.
+	for _, pkg := range []protoreflect.FullName{
+		commonv1.File_abi_common_v1_common_proto.Package(), keyvaluev1.File_abi_keyvalue_v1_keyvalue_proto.Package(),
+		objectstoragev1.File_abi_object_storage_v1_object_storage_proto.Package(), transferv1.File_abi_transfer_v1_transfer_proto.Package(),
 	} {
-		add(fd)
+		protoregistry.GlobalFiles.RangeFilesByPackage(pkg, func(fd protoreflect.FileDescriptor) bool {
+			add(fd)
+			return true
+		})
 	}
 	b, err := proto.Marshal(set)
 	if err != nil {

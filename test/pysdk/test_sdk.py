@@ -143,6 +143,63 @@ def test_keyvalue_misses():
     run(with_client(TOKEN, body))
 
 
+def test_keyvalue_list_keys_and_get_ttl():
+    """list_keys and get_ttl through the SDK's generated keyvalue client, as the Python
+    engine answers them: pages in key order with next_after while more keys exist, a
+    limit outside 1..1000 INVALID_ARGUMENT, get_ttl in whole seconds with seconds unset
+    for a key that never expires, and KV_NOT_FOUND for a missing key."""
+
+    async def body(client):
+        s = KeyValueService(client.keyvalue)
+        for k in ("pysdk:list:c", "pysdk:list:a", "pysdk:list:b"):
+            await s.set(k, b"v")
+        page = await client.keyvalue.list_keys(kv.ListKeysRequest(prefix="pysdk:list:", limit=2))
+        assert list(page.keys) == ["pysdk:list:a", "pysdk:list:b"]
+        assert page.HasField("next_after") and page.next_after == "pysdk:list:b"
+        page = await client.keyvalue.list_keys(
+            kv.ListKeysRequest(prefix="pysdk:list:", limit=2, after=page.next_after)
+        )
+        assert list(page.keys) == ["pysdk:list:c"]
+        assert not page.HasField("next_after")
+        with pytest.raises(RPCError) as e:
+            await client.keyvalue.list_keys(kv.ListKeysRequest(prefix="pysdk:list:", limit=0))
+        assert e.value.code == "INVALID_ARGUMENT"
+        assert e.value.response.error.message == "limit must be between 1 and 1000, got 0"
+
+        await s.set("pysdk:ttl60", b"v", ttl=60)
+        got = await client.keyvalue.get_ttl(kv.GetTtlRequest(key="pysdk:ttl60"))
+        assert got.HasField("seconds") and 0 < got.seconds <= 60
+        got = await client.keyvalue.get_ttl(kv.GetTtlRequest(key="pysdk:list:a"))
+        assert not got.HasField("seconds")
+        with pytest.raises(RPCError) as e:
+            await client.keyvalue.get_ttl(kv.GetTtlRequest(key="pysdk:nope"))
+        assert e.value.code == "KV_NOT_FOUND"
+        assert e.value.response.error.message == "Key not found: pysdk:nope"
+
+    run(with_client(TOKEN, body))
+
+
+def test_objects_recursive():
+    """list_objects_recursive through the facade: every object at any depth, named
+    relative to the prefix; list_objects of a prefix with objects only deeper down
+    succeeds empty, and both listings are ObjectNotFound once nothing is left."""
+
+    async def body(client):
+        s = ObjectStorageService(client.object_storage)
+        await s.put_object("pysdk-rec", "2024/q1/january.pdf", b"x")
+        await s.put_object("pysdk-rec", "2024/notes.txt", b"y")
+        assert await s.list_objects_recursive("pysdk-rec") == ["2024/notes.txt", "2024/q1/january.pdf"]
+        assert await s.list_objects("pysdk-rec") == []
+        await s.delete_object("pysdk-rec", "2024/q1/january.pdf")
+        await s.delete_object("pysdk-rec", "2024/notes.txt")
+        with pytest.raises(ObjectNotFound):
+            await s.list_objects_recursive("pysdk-rec")
+        with pytest.raises(ObjectNotFound):
+            await s.list_objects("pysdk-rec")
+
+    run(with_client(TOKEN, body))
+
+
 def test_keyvalue_bad_input():
     """A ttl of 0 is refused INVALID_ARGUMENT by abi-engine (a documented difference:
     the Python engine's backends disagree on it); the facade raises ServiceError with

@@ -85,6 +85,8 @@ func Run(t *testing.T, newStore func(t *testing.T) keyvalue.Store, opts ...Optio
 		{"UnusualKeys", testUnusualKeys},
 		{"InvalidInput", testInvalid},
 		{"ConcurrentConditionalWrites", testConcurrent},
+		{"ListKeys", testListKeys},
+		{"KeyTTL", func(t *testing.T, s keyvalue.Store) { testTTLOf(t, s, cfg.clock) }},
 		{"TTL", func(t *testing.T, s keyvalue.Store) {
 			if cfg.clock != nil {
 				testTTLClock(t, s, cfg.clock)

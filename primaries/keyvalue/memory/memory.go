@@ -182,3 +182,36 @@ func nonNil(b []byte) []byte {
 	}
 	return b
 }
+
+// ListKeys pages the live keys that start with prefix (keyvalue.Store). The map has no
+// order, so every page reads every key: fine for the sizes an in-process store holds.
+func (s *Store) ListKeys(_ context.Context, prefix, after string, limit int) ([]string, bool, error) {
+	if err := keyvalue.CheckList(prefix, after, limit); err != nil {
+		return nil, false, err
+	}
+	now := s.now()
+	s.mu.RLock()
+	keys := make([]string, 0, len(s.m))
+	for k, e := range s.m {
+		if e.alive(now) {
+			keys = append(keys, k)
+		}
+	}
+	s.mu.RUnlock()
+	keys, more := keyvalue.Page(keys, prefix, after, limit)
+	return keys, more, nil
+}
+
+// TTL is the time key still lives, 0 when it never expires (keyvalue.Store).
+func (s *Store) TTL(_ context.Context, key string) (time.Duration, bool, error) {
+	if err := keyvalue.CheckKey(key); err != nil {
+		return 0, false, err
+	}
+	s.mu.RLock()
+	e, ok := s.lookup(key)
+	s.mu.RUnlock()
+	if !ok || e.expires.IsZero() {
+		return 0, ok, nil
+	}
+	return max(e.expires.Sub(s.now()), time.Nanosecond), true, nil
+}

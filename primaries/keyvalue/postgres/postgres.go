@@ -74,6 +74,7 @@ type Store struct {
 	fp     *failpoint.Set
 
 	qGet, qSet, qSetNX, qDelete, qDeleteIf, qExists, qSweep string
+	qList, qTTL                                             string
 }
 
 var _ keyvalue.Store = (*Store)(nil)

@@ -36,6 +36,15 @@ func (s *Store) queries(t, et string) {
 	// done: the deleted row was live.
 	s.qDelete = fenced(2, `DELETE FROM `+t+` WHERE key = $1 AND `+current(3)+` RETURNING `+live+` AS done`)
 	s.qDeleteIf = fenced(3, `DELETE FROM `+t+` WHERE key = $1 AND value = $2 AND `+live+` AND `+current(4)+` RETURNING true AS done`)
+	// A page of live keys: bytea compares byte by byte, the order ListKeys promises, and
+	// the range on the primary key starts the scan at the first key the page can hold.
+	s.qList = `SELECT key FROM ` + t + ` WHERE key >= $1::bytea AND key > $2::bytea
+			AND substring(key from 1 for octet_length($1::bytea)) = $1::bytea AND ` + live + `
+			ORDER BY key LIMIT $3::int8`
+	// The microseconds left, on the database's clock as every expiry; 0: never expires.
+	s.qTTL = `SELECT CASE WHEN expires_at IS NULL THEN 0
+			ELSE greatest(ceil(extract(epoch FROM expires_at - now()) * 1000000), 1)::int8 END
+			FROM ` + t + ` WHERE key = $1 AND ` + live
 	// Not fenced: it removes rows that have expired, which every engine reads as absent.
 	// The outer condition is checked again on a row a concurrent write changed (READ
 	// COMMITTED), so a row set again meanwhile is kept.

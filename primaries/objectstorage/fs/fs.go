@@ -20,6 +20,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -224,4 +225,44 @@ func (s *Store) ListObjects(ctx context.Context, prefix string) ([]string, error
 		}
 	}
 	return keys, nil
+}
+
+// ListObjectsRecursive returns every file under prefix at any depth, sorted, named
+// relative to prefix with "/" between segments; directories are not objects.
+func (s *Store) ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := objectstorage.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	root := s.dir(prefix)
+	names := []string{}
+	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
+		switch {
+		case err != nil && missing(err):
+			// The prefix has no directory, or a concurrent delete removed one.
+			return nil
+		case err != nil:
+			return err
+		case !d.Type().IsRegular():
+			return ctx.Err()
+		case p == root:
+			return nil // the prefix names an object: nothing lies under it
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		names = append(names, filepath.ToSlash(rel))
+		return nil
+	})
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Internal, "object storage list_objects_recursive %.64q in %s: %v", prefix, s.root, err)
+	}
+	slices.Sort(names) // WalkDir's lexical order sorts "a/b" after "a.txt", not before
+	return names, nil
 }

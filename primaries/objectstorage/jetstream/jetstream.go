@@ -284,6 +284,25 @@ func (s *Store) ListObjects(ctx context.Context, prefix string) ([]string, error
 	if err := objectstorage.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}
+	return s.list(ctx, "list", prefix, func(name string) (string, bool) {
+		dir, key := path.Split(name)
+		return key, strings.TrimSuffix(dir, "/") == prefix
+	})
+}
+
+// ListObjectsRecursive returns every object under prefix at any depth, sorted, named
+// relative to prefix: one pass over all the bucket's objects, as ListObjects.
+func (s *Store) ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error) {
+	if err := objectstorage.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	return s.list(ctx, "list_objects_recursive", prefix, func(name string) (string, bool) {
+		return objectstorage.Relative(prefix, name)
+	})
+}
+
+// list lists the bucket's objects and keeps, sorted, what pick names.
+func (s *Store) list(ctx context.Context, op, prefix string, pick func(name string) (string, bool)) ([]string, error) {
 	infos, err := s.obs.List(ctx)
 	if errors.Is(err, js.ErrNoObjectsFound) {
 		return []string{}, nil
@@ -292,13 +311,12 @@ func (s *Store) ListObjects(ctx context.Context, prefix string) ([]string, error
 		return nil, err
 	}
 	if err != nil {
-		return nil, protocol.Refused("object storage list %.64q: JetStream bucket %s: %v; the read changed nothing", prefix, s.bucket, err)
+		return nil, protocol.Refused("object storage %s %.64q: JetStream bucket %s: %v; the read changed nothing", op, prefix, s.bucket, err)
 	}
 	keys := []string{}
 	for _, info := range infos {
-		dir, key := path.Split(info.Name)
-		if strings.TrimSuffix(dir, "/") == prefix {
-			keys = append(keys, key)
+		if k, ok := pick(info.Name); ok {
+			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)

@@ -130,3 +130,27 @@ func (s *Store) ListObjects(_ context.Context, prefix string) ([]string, error) 
 	slices.Sort(keys)
 	return keys, nil
 }
+
+// ListObjectsRecursive returns every object under prefix at any depth, sorted, named
+// relative to prefix.
+func (s *Store) ListObjectsRecursive(_ context.Context, prefix string) ([]string, error) {
+	if err := objectstorage.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := []string{}
+	for p, keys := range s.prefixes {
+		for k := range keys {
+			full := k
+			if p != "" {
+				full = p + "/" + k
+			}
+			if rel, ok := objectstorage.Relative(prefix, full); ok {
+				names = append(names, rel)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objectstorage.Store, opts ...
 		{"PutGet", func(t *testing.T, s objectstorage.Store) { testPutGet(t, s, cfg.maxBytes) }},
 		{"Delete", testDelete},
 		{"List", testList},
+		{"ListRecursive", testListRecursive},
 		{"Metadata", func(t *testing.T, s objectstorage.Store) { testMetadata(t, s, cfg.clock) }},
 		{"UnusualNames", testUnusualNames},
 		{"InvalidNames", testInvalidNames},

@@ -1,3 +1,3 @@
-// Package keyvaluev1 is the Go code generated from abi/keyvalue/v1/keyvalue.proto: the keyvalue service's messages.
-// Do not edit the generated file; change the .proto and run go generate ./proto.
+// Package keyvaluev1 is the Go code generated from the .proto files of abi/keyvalue/v1/ (one per group of operations): the keyvalue service's messages.
+// Do not edit the generated files; change the .proto files and run go generate ./proto.
 package keyvaluev1
