@@ -9,4 +9,4 @@
 //	go generate ./proto
 package proto
 
-//go:generate protoc -I . --go_out=. --go_opt=paths=source_relative abi/common/v1/common.proto abi/keyvalue/v1/keyvalue.proto abi/object_storage/v1/object_storage.proto abi/transfer/v1/transfer.proto
+//go:generate protoc -I . --go_out=. --go_opt=paths=source_relative abi/common/v1/common.proto abi/keyvalue/v1/keyvalue.proto abi/object_storage/v1/object_storage.proto abi/transfer/v1/transfer.proto abi/discovery/v1/discovery.proto

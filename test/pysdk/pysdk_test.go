@@ -24,6 +24,7 @@ import (
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
+	discoveryv1 "github.com/abi-engine/engine/proto/abi/discovery/v1"
 	keyvaluev1 "github.com/abi-engine/engine/proto/abi/keyvalue/v1"
 	objectstoragev1 "github.com/abi-engine/engine/proto/abi/object_storage/v1"
 	transferv1 "github.com/abi-engine/engine/proto/abi/transfer/v1"
@@ -248,6 +249,7 @@ func writeDescriptors(t *testing.T, path string) {
 	for _, fd := range []protoreflect.FileDescriptor{
 		commonv1.File_abi_common_v1_common_proto, keyvaluev1.File_abi_keyvalue_v1_keyvalue_proto,
 		objectstoragev1.File_abi_object_storage_v1_object_storage_proto, transferv1.File_abi_transfer_v1_transfer_proto,
+		discoveryv1.File_abi_discovery_v1_discovery_proto,
 	} {
 		add(fd)
 	}
