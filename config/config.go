@@ -119,6 +119,9 @@ type NATS struct {
 	// (Nats-Auth-Token) the kernel services verify on every call. Without it the JSON
 	// protocol needs no token and protobuf calls are refused UNAUTHENTICATED.
 	JWTSecretFile string `yaml:"jwt_secret_file"`
+	// Discovery, when set, makes the serving engine host the module registry
+	// (docs/discovery.md); nil is off.
+	Discovery *Discovery `yaml:"discovery"`
 }
 
 // TLS is the nats.tls block. With none of it set, a tls:// URL is verified against the

@@ -235,6 +235,7 @@ func (c *Config) check(issues []Issue) []Issue {
 	if !finite(n.ConnectTimeoutSeconds) || n.ConnectTimeoutSeconds <= 0 {
 		bad(keyConnectTimeout, num(n.ConnectTimeoutSeconds), rulePositiveSecs)
 	}
+	issues = c.checkDiscovery(issues)
 
 	e := n.Engine
 	switch e.Role {
