@@ -147,7 +147,9 @@ func (s *Service) remaining(inst *pb.Instance, now float64) float64 {
 	return max(0, inst.GetExpiresAt()-now)
 }
 
-func instanceCopy(r *pb.RegistryRecord) *pb.Instance { return proto.Clone(r.GetInstance()).(*pb.Instance) }
+func instanceCopy(r *pb.RegistryRecord) *pb.Instance {
+	return proto.Clone(r.GetInstance()).(*pb.Instance)
+}
 
 // Register registers an instance, or confirms its registration again (a retried
 // register neither changes nor extends it), for owner, the caller's identity.

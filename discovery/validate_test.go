@@ -93,7 +93,9 @@ func TestValidationRules(t *testing.T) {
 		{"7 duplicate dependencies", func(r *pb.RegisterRequest) {
 			r.Descriptor_.Dependencies = []*pb.Dependency{{ModuleId: "d", ContractMajor: 1}, {ModuleId: "d", ContractMajor: 1}}
 		}, dupDeps},
-		{"8 dependency name", func(r *pb.RegisterRequest) { r.Descriptor_.Dependencies = []*pb.Dependency{{ModuleId: "d*", ContractMajor: 1}} }, badDep},
+		{"8 dependency name", func(r *pb.RegisterRequest) {
+			r.Descriptor_.Dependencies = []*pb.Dependency{{ModuleId: "d*", ContractMajor: 1}}
+		}, badDep},
 		{"8 dependency major 0", func(r *pb.RegisterRequest) { r.Descriptor_.Dependencies = []*pb.Dependency{{ModuleId: "d"}} }, badDep},
 		{"9 duplicate agents", func(r *pb.RegisterRequest) {
 			r.Descriptor_.Agents = []*pb.AgentDescriptor{{Name: "a", ContractMajor: 1}, {Name: "a", ContractMajor: 1}}
