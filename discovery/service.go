@@ -97,6 +97,9 @@ func New(store Store, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// IsAdmin reports whether identity is one of the admin identities.
+func (s *Service) IsAdmin(identity string) bool { return slices.Contains(s.admins, identity) }
+
 // Writes is how many writes (compare-and-swaps) succeeded.
 func (s *Service) Writes() int {
 	s.mu.Lock()
