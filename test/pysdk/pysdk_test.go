@@ -146,6 +146,7 @@ func TestPythonSDK(t *testing.T) {
   url: %q
   jwt_secret_file: %q
   engine: {role: serve, lease_seconds: 2}
+  discovery: {project: pysdk, lease_seconds: 5}
 services:
   keyvalue: {adapter: memory}
   object_storage: {adapter: memory}
@@ -186,12 +187,13 @@ log: {level: info, format: json}
 	writeDescriptors(t, descriptors)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pytest := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "test_sdk.py")
+	pytest := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "test_sdk.py", "test_discovery.py")
 	pytest.Env = append(os.Environ(),
 		"ABI_NATS_URL="+srv.URL(),
 		"ABI_TEST_TOKEN="+mint(secret, "sdk-ci", now),
 		"ABI_TEST_TOKEN_WRONG_SECRET="+mint([]byte("not the engine's secret, same length"), "sdk-ci", now),
 		"ABI_TEST_TOKEN_EXPIRED="+mint(secret, "sdk-ci", now.Add(-2*time.Hour)),
+		"ABI_TEST_TOKEN_API="+mint(secret, "api", now),
 		"ABI_TEST_DESCRIPTORS="+descriptors,
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
