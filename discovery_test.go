@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/abi-engine/engine"
+	discoveryclient "github.com/abi-engine/engine/client/discovery"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/discovery"
 	"github.com/abi-engine/engine/internal/natstest"
@@ -177,5 +178,59 @@ func TestDiscoveryAcrossAHandover(t *testing.T) {
 	}
 	if after := fmt.Sprint(list()); after != before {
 		t.Fatalf("registry before %s, after %s", before, after)
+	}
+}
+
+// TestDiscoveryGoSessionComesBackAfterTheEngineWasAway: a Go module (client/discovery
+// Session) is READY; no engine serves for longer than the discovery lease; once one
+// serves again, the session's renew gets LEASE_EXPIRED and it registers again under
+// the same instance id, READY again within 2 lease periods. Close unregisters it.
+func TestDiscoveryGoSessionComesBackAfterTheEngineWasAway(t *testing.T) {
+	srv := natstest.Start(t)
+	c := discoveryCfg(t, srv.URL(), "")
+	c.NATS.Discovery.LeaseSeconds = 1
+	a := newEngine(t, c)
+	load(t, a)
+	nc := natstest.Connect(t, srv.URL())
+	tok, err := servicetoken.Mint([]byte(discoverySecret), "gomodule", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := discoveryclient.New(nc, "default", discoveryclient.StaticToken(tok), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := discoveryclient.NewSession(cl, &pb.ModuleDescriptor{ModuleId: "go.module", ContractMajor: 1}, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetInitialized(ctx); err != nil || s.Status() != "READY" {
+		t.Fatalf("initialized: %v, %s", err, s.Status())
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := a.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	away := time.Now()
+	testwait.For(t, 10*time.Second, "longer than the discovery lease without an engine", func() bool { return time.Since(away) > 1500*time.Millisecond })
+	b := newEngine(t, discoveryCfg(t, srv.URL(), ""))
+	load(t, b)
+	testwait.For(t, 10*time.Second, "the same instance READY again", func() bool {
+		ins, err := cl.GetModule(ctx, "go.module", 1)
+		return err == nil && len(ins) == 1 && ins[0].InstanceId == s.InstanceID() && ins[0].Status == "READY"
+	})
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.GetModule(ctx, "go.module", 1); !errors.Is(err, discoveryclient.ErrModuleNotFound) {
+		t.Fatalf("after Close: %v, want MODULE_NOT_FOUND", err)
 	}
 }
