@@ -322,8 +322,8 @@ func TestRestartRecoversTheRegistryAndEvictedInstancesRegisterAgain(t *testing.T
 }
 
 // TestStopUnderLoadAnswersEveryCall: two engines serve list_modules to 64 senders; one
-// is stopped (StopAccepting, as in a handover) while they send. Every call is answered,
-// in each of 5 rounds.
+// is stopped while they send (StopAccepting, as in a handover, or Stop, as at a fence).
+// Every call is answered, in each of 5 rounds.
 func TestStopUnderLoadAnswersEveryCall(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv.URL())
@@ -356,9 +356,16 @@ func TestStopUnderLoadAnswersEveryCall(t *testing.T) {
 			})
 		}
 		testwait.For(t, 10*time.Second, "calls flowing", func() bool { return sent.Load() > 200 })
-		old.tell(actors.StopAccepting{Deadline: time.Now().Add(10 * time.Second)})
-		testwait.Recv(t, old.inbox, 10*time.Second, "Accepting{false}")
-		testwait.Recv(t, old.inbox, 10*time.Second, "Drained")
+		if round%2 == 0 { // a handover's drain
+			old.tell(actors.StopAccepting{Deadline: time.Now().Add(10 * time.Second)})
+			testwait.Recv(t, old.inbox, 10*time.Second, "Accepting{false}")
+			testwait.Recv(t, old.inbox, 10*time.Second, "Drained")
+		} else { // a fence
+			old.tell(actors.Stop{})
+			if _, ok := testwait.Recv(t, old.inbox, 15*time.Second, "Down").(actors.Down); !ok {
+				t.Fatal("Stop not answered Down")
+			}
+		}
 		at := sent.Load()
 		testwait.For(t, 10*time.Second, "calls after the stop", func() bool { return sent.Load() > at+200 })
 		close(stop)
