@@ -198,3 +198,61 @@ def test_a_real_module_process():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_registry_written_by_python_is_read_and_updated_without_loss():
+    """A RegistryState written with Python's protobuf (the layout of the Python
+    service's store, plus a record field this engine does not know) is read by
+    abi-engine (get_module computes READY), its owner and lease hash are honoured (a
+    renew by the same caller and token), and a later write keeps the unknown field.
+    Runs last: it replaces the registry's value."""
+    import hashlib
+
+    import nats
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    lease_token = uuid.uuid4().hex
+    marker = b"written-by-python-future-field"
+    record = pb.RegistryRecord(
+        instance=pb.Instance(
+            descriptor=descriptor("pysdk.python"),
+            instance_id="py-1",
+            status="READY",
+            expires_at=time.time() + 60,
+        ),
+        owner="sdk-ci",  # the sub of ABI_TEST_TOKEN
+        lease_hash=hashlib.sha256(lease_token.encode()).hexdigest(),
+        initialized=True,
+        registered_at=time.time(),
+    ).SerializeToString()
+    record += _VarintBytes((99 << 3) | 2) + _VarintBytes(len(marker)) + marker
+    state = _VarintBytes((1 << 3) | 2) + _VarintBytes(len(record)) + record
+
+    async def body():
+        nc = await nats.connect(URL)
+        try:
+            kv = await nc.jetstream().key_value("ABI_DISCOVERY_" + PROJECT)
+            await kv.put("registry", state)
+
+            async def check(discovery):
+                found = await discovery.get_module("pysdk.python")
+                assert [(i.instance_id, i.status) for i in found] == [("py-1", "READY")]
+                renewed = await discovery._call(
+                    "renew",
+                    pb.RenewRequest(instance_id="py-1", lease_token=lease_token, initialized=True),
+                    pb.RenewResponse,
+                )
+                assert renewed.instance.status == "READY"
+                other = DiscoverySession(discovery, descriptor("pysdk.after"))
+                await other.register()
+
+            await with_discovery(check)
+            after = (await kv.get("registry")).value
+            assert marker in after, "the unknown field was lost"
+            parsed = pb.RegistryState.FromString(after)
+            assert sorted(r.instance.instance_id for r in parsed.records)[-1] == "py-1"
+            assert len(parsed.records) == 2
+        finally:
+            await nc.close()
+
+    run(body())
