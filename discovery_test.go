@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
@@ -80,7 +81,7 @@ func discoveryCall(nc *nats.Conn, op string, req, resp proto.Message) error {
 	}
 }
 
-// TestDiscoveryAcrossAHandover: modules renewing every lease/3 and a reader calling
+// TestDiscoveryAcrossAHandover: 50 module instances renewing every lease/3 and a reader calling
 // get_module in a loop see no failed call and no instance missing while the serving
 // engine hands over to its standby; the registry is the same before and after. The
 // standby serves no discovery before it takes over.
@@ -93,8 +94,18 @@ func TestDiscoveryAcrossAHandover(t *testing.T) {
 	if b.State() != engine.StateStandby {
 		t.Fatalf("b: %s", b.State())
 	}
+	subscribers := func() int {
+		sz, err := srv.Raw().Subsz(&server.SubszOptions{Subscriptions: true, Test: discovery.Subject("default", discovery.OpRegister)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(sz.Subs)
+	}
+	if n := subscribers(); n != 1 {
+		t.Fatalf("%d subscribers of register with a serving engine and a standby, want 1 (the standby serves none)", n)
+	}
 	nc := natstest.Connect(t, srv.URL())
-	const modules = 5
+	const modules = 50
 	token := "0123456789abcdef0123456789abcdef"
 	for i := range modules {
 		id := fmt.Sprintf("inst-%d", i)
@@ -120,7 +131,7 @@ func TestDiscoveryAcrossAHandover(t *testing.T) {
 		return out
 	}
 	before := fmt.Sprint(list())
-	var fails, reads atomic.Int64
+	var fails, reads, renews atomic.Int64
 	var mu sync.Mutex
 	var failures []string
 	fail := func(s string) {
@@ -143,6 +154,7 @@ func TestDiscoveryAcrossAHandover(t *testing.T) {
 				if err := discoveryCall(nc, discovery.OpRenew, &pb.RenewRequest{InstanceId: id, LeaseToken: token, Initialized: true}, &pb.RenewResponse{}); err != nil {
 					fail("renew " + id + ": " + err.Error())
 				}
+				renews.Add(1)
 			}
 		})
 	}
@@ -162,15 +174,19 @@ func TestDiscoveryAcrossAHandover(t *testing.T) {
 			reads.Add(1)
 		}
 	})
-	testwait.For(t, 20*time.Second, "reads before the handover", func() bool { return reads.Load() >= 20 })
+	testwait.For(t, 20*time.Second, "reads and a round of renewals before the handover", func() bool {
+		return reads.Load() >= 20 && renews.Load() >= modules
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 10*time.Second, "b serving", func() bool { return b.State() == engine.StateServing })
-	n := reads.Load()
-	testwait.For(t, 20*time.Second, "reads after the handover", func() bool { return reads.Load() >= n+20 })
+	n, r := reads.Load(), renews.Load()
+	testwait.For(t, 20*time.Second, "reads and two rounds of renewals after the handover", func() bool {
+		return reads.Load() >= n+20 && renews.Load() >= r+2*modules
+	})
 	close(stop)
 	wg.Wait()
 	if fails.Load() != 0 {
@@ -178,6 +194,9 @@ func TestDiscoveryAcrossAHandover(t *testing.T) {
 	}
 	if after := fmt.Sprint(list()); after != before {
 		t.Fatalf("registry before %s, after %s", before, after)
+	}
+	if n := subscribers(); n != 1 {
+		t.Fatalf("%d subscribers of register after the handover, want 1", n)
 	}
 }
 
