@@ -246,6 +246,19 @@ func TestDiscoveryGoSessionComesBackAfterTheEngineWasAway(t *testing.T) {
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
+	mfs, err := b.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var instances float64 = -1
+	for _, mf := range mfs {
+		if mf.GetName() == "abi_engine_discovery_instances" {
+			instances = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if instances != 1 {
+		t.Fatalf("abi_engine_discovery_instances = %v, want 1", instances)
+	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

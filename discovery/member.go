@@ -120,6 +120,12 @@ var projectPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func validProject(p string) bool { return projectPattern.MatchString(p) }
 
+// Project is the registry's project.
+func (m *Member) Project() string { return m.cfg.Project }
+
+// Service is the registry the member serves.
+func (m *Member) Service() *Service { return m.cfg.Service }
+
 // InFlight is how many calls were received and not yet answered.
 func (m *Member) InFlight() int {
 	m.mu.Lock()

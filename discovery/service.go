@@ -100,6 +100,21 @@ func New(store Store, cfg Config) (*Service, error) {
 // IsAdmin reports whether identity is one of the admin identities.
 func (s *Service) IsAdmin(identity string) bool { return slices.Contains(s.admins, identity) }
 
+// LiveInstances is how many live instances the registry held when this engine last
+// read or wrote it (expiry checked now); 0 before the first read.
+func (s *Service) LiveInstances() int {
+	s.mu.Lock()
+	st := s.snap.state
+	s.mu.Unlock()
+	now, n := s.now(), 0
+	for _, r := range st.GetRecords() {
+		if r.GetInstance().GetExpiresAt() > now {
+			n++
+		}
+	}
+	return n
+}
+
 // Writes is how many writes (compare-and-swaps) succeeded.
 func (s *Service) Writes() int {
 	s.mu.Lock()
