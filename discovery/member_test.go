@@ -11,6 +11,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/abi-engine/engine/actors"
@@ -377,4 +378,32 @@ func TestStopUnderLoadAnswersEveryCall(t *testing.T) {
 			t.Fatalf("round %d: %d calls in flight after Drained", round, old.member.InFlight())
 		}
 	}
+}
+
+// TestADeletedBucketIsRecreated: calls fail UNAVAILABLE while the registry's bucket is
+// gone, and succeed again once the engine has recreated it, without a restart.
+func TestADeletedBucketIsRecreated(t *testing.T) {
+	srv := natstest.Start(t)
+	startEngine(t, srv.URL(), "gone", 20*time.Second)
+	nc := natstest.Connect(t, srv.URL())
+	tok := mint(t, "svc")
+	var r pb.RegisterResponse
+	call(t, nc, "gone", OpRegister, tok, registerReq("a", "m"), &r)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(context.Background(), Bucket("gone")); err != nil {
+		t.Fatal(err)
+	}
+	call(t, nc, "gone", OpRegister, tok, registerReq("b", "m"), &r)
+	if c, m := errorOf(&r); c != "UNAVAILABLE" || m != "Registry operation failed" {
+		t.Fatalf("with the bucket gone: %s %q", c, m)
+	}
+	testwait.For(t, 15*time.Second, "a register after the bucket was recreated", func() bool {
+		var r pb.RegisterResponse
+		call(t, nc, "gone", OpRegister, tok, registerReq("c", "m"), &r)
+		c, _ := errorOf(&r)
+		return c == ""
+	})
 }

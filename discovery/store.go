@@ -91,8 +91,22 @@ type msgGetReply struct {
 	} `json:"error"`
 }
 
-// noMessage is the API's code for "no message found".
-const noMessage = 10037
+// The API's codes for "no message found" and "stream not found".
+const (
+	noMessage = 10037
+	noStream  = 10059
+)
+
+// gone is err after a call found the bucket deleted (by an operator, a broker that lost
+// its store): the bucket is recreated, empty, once it has been gone for a moment
+// (jsbucket.Ensure), so the registry works again without a restart; modules register
+// again when their renewals get LEASE_EXPIRED.
+func (s *JetStreamStore) gone(ctx context.Context, err error) error {
+	if _, eerr := s.bucket.Ensure(ctx); eerr != nil {
+		return fmt.Errorf("%w (%w)", err, eerr)
+	}
+	return err
+}
 
 // Read asks the stream's leader for the last message on the registry key. It sends
 // the message-get request itself rather than through nats.go, which uses a direct get
@@ -110,6 +124,8 @@ func (s *JetStreamStore) Read(ctx context.Context) ([]byte, uint64, error) {
 	switch {
 	case r.Error != nil && r.Error.ErrCode == noMessage:
 		return nil, 0, nil
+	case r.Error != nil && r.Error.ErrCode == noStream:
+		return nil, 0, s.gone(ctx, fmt.Errorf("discovery: read %s: %s", s.bucket.Name(), r.Error.Desc))
 	case r.Error != nil:
 		return nil, 0, fmt.Errorf("discovery: read %s: %s (code %d)", s.bucket.Name(), r.Error.Desc, r.Error.ErrCode)
 	case r.Message == nil:
@@ -127,6 +143,9 @@ func (s *JetStreamStore) CompareAndSwap(ctx context.Context, data []byte, revisi
 	})
 	if jserr.IsConflict(err) {
 		return fmt.Errorf("%w (revision %d): %w", ErrRevisionConflict, revision, err)
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, nats.ErrNoResponders) {
+		return s.gone(ctx, fmt.Errorf("discovery: write %s: %w", s.bucket.Name(), err))
 	}
 	if err != nil {
 		return fmt.Errorf("discovery: write %s: %w", s.bucket.Name(), err)
