@@ -364,3 +364,62 @@ func TestUnknownFieldsAreKept(t *testing.T) {
 		t.Fatalf("after the write: %v, unknown %x, %d records", err, back.ProtoReflect().GetUnknown(), len(back.Records))
 	}
 }
+
+// A mutation whose caller gave up before a writer took it is dropped; the others are
+// written.
+func TestAMutationCancelledBeforeItIsWrittenIsDropped(t *testing.T) {
+	store := &memoryStore{gate: make(chan struct{})}
+	s := newService(t, store, &fakeClock{t: 1000})
+	first := make(chan error, 1)
+	go func() { _, err := s.Register(context.Background(), regReq("first", desc("m")), "svc"); first <- err }()
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.writing && len(s.pending) == 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	dropped := make(chan error, 1)
+	go func() { _, err := s.Register(ctx, regReq("dropped", desc("m")), "svc"); dropped <- err }()
+	kept := make(chan error, 1)
+	go func() { _, err := s.Register(context.Background(), regReq("kept", desc("m")), "svc"); kept <- err }()
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.pending) == 2 })
+	cancel()
+	if err := <-dropped; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled caller: %v", err)
+	}
+	close(store.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-kept; err != nil {
+		t.Fatal(err)
+	}
+	if got := joined(statusOf(t, s, "m")); got != "first=STARTING kept=STARTING" {
+		t.Fatalf("listed %s, want first and kept only", got)
+	}
+}
+
+// A store that fails fails every mutation of the batch waiting on it.
+func TestARegistryOutageFailsEveryMutationWaitingOnIt(t *testing.T) {
+	store := &memoryStore{gate: make(chan struct{})}
+	s := newService(t, store, &fakeClock{t: 1000})
+	errs := make(chan error, 6)
+	go func() { _, err := s.Register(context.Background(), regReq("first", desc("m")), "svc"); errs <- err }()
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.writing })
+	for i := range 5 {
+		go func() {
+			_, err := s.Register(context.Background(), regReq(fmt.Sprintf("w-%d", i), desc("m")), "svc")
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.pending) == 5 })
+	store.mu.Lock()
+	store.failRead = errors.New("broker away")
+	store.mu.Unlock()
+	close(store.gate)
+	failed := 0
+	for range 6 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	if failed != 5 {
+		t.Fatalf("%d of the 5 waiting mutations failed, want all", failed)
+	}
+}
