@@ -33,7 +33,6 @@ var (
 	ErrAgentNotFound      = &Error{Code: "AGENT_NOT_FOUND"}
 	ErrModelNotFound      = &Error{Code: "MODEL_NOT_FOUND"}
 	ErrModuleUnavailable  = &Error{Code: "MODULE_UNAVAILABLE"}
-	ErrUnavailable        = &Error{Code: "UNAVAILABLE"}
 )
 
 func refuse(code *Error, text string) *Error { return &Error{Code: code.Code, Text: text} }
@@ -69,5 +68,4 @@ const (
 	textProviderExpired = "Provider registration expired"
 	textNotReady        = "Provider is not ready"
 	textBusy            = "Concurrent registry updates; retry control operation"
-	textInterrupted     = "Registry write interrupted"
 )
