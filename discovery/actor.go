@@ -205,8 +205,7 @@ func (a *memberActor) stop(deadline time.Time) {
 	a.m.stepStarted()
 	go func() {
 		defer a.m.stepEnded()
-		uerr, err := a.m.stopDelivery(deadline, subs)
-		a.eng.Send(a.self, unsubscribed{err: uerr})
+		err := a.m.stopDelivery(deadline, subs, func(uerr error) { a.eng.Send(a.self, unsubscribed{err: uerr}) })
 		a.eng.Send(a.self, answered{err: err})
 	}()
 }
@@ -240,17 +239,18 @@ func (m *Member) subscribe() ([]*nats.Subscription, error) {
 	return subs, nil
 }
 
-// stopDelivery ends subs at the broker (confirmed) and returns once every call they
-// delivered is answered, or at deadline: uerr is the confirmation's failure, err the
-// wait's.
-func (m *Member) stopDelivery(deadline time.Time, subs []*nats.Subscription) (uerr, err error) {
+// stopDelivery ends subs at the broker, calls confirmed once the broker has confirmed
+// it (with the confirmation's failure, if any), and returns once every call they
+// delivered is answered, or with the wait's error at deadline.
+func (m *Member) stopDelivery(deadline time.Time, subs []*nats.Subscription, confirmed func(error)) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	d, uerr := sessions.StopDelivery(ctx, m.cfg.Conn, subs...)
+	confirmed(uerr)
 	if err := d.Wait(ctx); err != nil {
-		return uerr, err
+		return err
 	}
-	return uerr, m.callsAnswered(ctx)
+	return m.callsAnswered(ctx)
 }
 
 func (m *Member) stepStarted() {
@@ -291,8 +291,8 @@ func (m *Member) Close(ctx context.Context) error {
 		if !ok {
 			deadline = time.Now().Add(StopBound)
 		}
-		uerr, err := m.stopDelivery(deadline, subs)
-		errs = append(errs, uerr, err)
+		err := m.stopDelivery(deadline, subs, func(uerr error) { errs = append(errs, uerr) })
+		errs = append(errs, err)
 	} else if err := m.callsAnswered(ctx); err != nil {
 		errs = append(errs, err)
 	}

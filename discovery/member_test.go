@@ -58,13 +58,23 @@ func (r *replies) Receive(c *actor.Context) {
 
 func startEngine(t *testing.T, url, project string, lease time.Duration) *engine {
 	t.Helper()
+	return startEngineOn(t, url, project, lease, nil)
+}
+
+// startEngineOn is startEngine with the registry in store (the bucket when nil).
+func startEngineOn(t *testing.T, url, project string, lease time.Duration, over Store) *engine {
+	t.Helper()
 	nc := natstest.Connect(t, url)
 	ctx := context.Background()
 	store, err := OpenJetStream(ctx, nc, project, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(store, Config{Lease: lease})
+	var used Store = store
+	if over != nil {
+		used = over
+	}
+	svc, err := New(used, Config{Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,4 +416,64 @@ func TestADeletedBucketIsRecreated(t *testing.T) {
 		c, _ := errorOf(&r)
 		return c == ""
 	})
+}
+
+// heldReads is a store whose reads wait until released, counting those waiting.
+type heldReads struct {
+	memoryStore
+	waiting atomic.Int32
+	release chan struct{}
+}
+
+func (h *heldReads) Read(ctx context.Context) ([]byte, uint64, error) {
+	h.waiting.Add(1)
+	<-h.release
+	return h.memoryStore.Read(ctx)
+}
+
+// TestLookupsAreAnsweredSideBySideAndStopWaitsForThem: three get_module calls run at
+// once; a stop is not over (no Drained) until they are released, and each is answered
+// once.
+func TestLookupsAreAnsweredSideBySideAndStopWaitsForThem(t *testing.T) {
+	srv := natstest.Start(t)
+	store := &heldReads{release: make(chan struct{})}
+	e := startEngineOn(t, srv.URL(), "side", 20*time.Second, store)
+	nc := natstest.Connect(t, srv.URL())
+	tok := mint(t, "svc")
+	answers := make(chan string, 3)
+	for range 3 {
+		go func() {
+			msg := nats.NewMsg(Subject("side", OpGetModule))
+			msg.Data, _ = proto.Marshal(&pb.GetModuleRequest{ModuleId: "m", ContractMajor: 1})
+			msg.Header.Set(protocol.HeaderAuthToken, tok)
+			r, err := nc.RequestMsg(msg, 20*time.Second)
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			var resp pb.GetModuleResponse
+			_ = proto.Unmarshal(r.Data, &resp)
+			c, _ := errorOf(&resp)
+			answers <- c
+		}()
+	}
+	testwait.For(t, 10*time.Second, "three lookups running at once", func() bool { return store.waiting.Load() == 3 })
+	e.tell(actors.StopAccepting{Deadline: time.Now().Add(15 * time.Second)})
+	testwait.Recv(t, e.inbox, 10*time.Second, "Accepting{false}")
+	select {
+	case m := <-e.inbox:
+		t.Fatalf("%T before the lookups were answered", m)
+	case a := <-answers:
+		t.Fatalf("a lookup answered before its read was released: %s", a)
+	default:
+	}
+	close(store.release)
+	for range 3 {
+		if a := testwait.Recv(t, answers, 10*time.Second, "an answer"); a != "MODULE_NOT_FOUND" {
+			t.Fatalf("answer %q, want MODULE_NOT_FOUND", a)
+		}
+	}
+	if _, ok := testwait.Recv(t, e.inbox, 10*time.Second, "Drained").(actors.Drained); !ok {
+		t.Fatal("no Drained")
+	}
 }
