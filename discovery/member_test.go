@@ -43,6 +43,7 @@ type engine struct {
 	pid    *actor.PID
 	inbox  chan any
 	ipid   *actor.PID
+	nc     *nats.Conn
 }
 
 // replies is a test actor that forwards what it receives.
@@ -90,7 +91,7 @@ func startEngineOn(t *testing.T, url, project string, lease time.Duration, over 
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &engine{member: m, svc: svc, store: store, sys: sys, inbox: make(chan any, 16)}
+	e := &engine{member: m, svc: svc, store: store, sys: sys, inbox: make(chan any, 16), nc: nc}
 	e.ipid = sys.Spawn(func() actor.Receiver { return &replies{ch: e.inbox} }, "replies")
 	e.pid = m.Spawn(sys)
 	t.Cleanup(func() {
@@ -438,6 +439,7 @@ func TestLookupsAreAnsweredSideBySideAndStopWaitsForThem(t *testing.T) {
 	srv := natstest.Start(t)
 	store := &heldReads{release: make(chan struct{})}
 	e := startEngineOn(t, srv.URL(), "side", 20*time.Second, store)
+	others := e.nc.NumSubscriptions() - len(Operations) // the connection's request inbox
 	nc := natstest.Connect(t, srv.URL())
 	tok := mint(t, "svc")
 	answers := make(chan string, 3)
@@ -460,12 +462,15 @@ func TestLookupsAreAnsweredSideBySideAndStopWaitsForThem(t *testing.T) {
 	testwait.For(t, 10*time.Second, "three lookups running at once", func() bool { return store.waiting.Load() == 3 })
 	e.tell(actors.StopAccepting{Deadline: time.Now().Add(15 * time.Second)})
 	testwait.Recv(t, e.inbox, 10*time.Second, "Accepting{false}")
+	testwait.For(t, 10*time.Second, "the drained subscriptions closed", func() bool { return e.nc.NumSubscriptions() == others })
+	// Nothing may come while the three calls wait: a window to see an early Drained
+	// (it can only let a wrong stop pass, never fail a right one).
 	select {
 	case m := <-e.inbox:
 		t.Fatalf("%T before the lookups were answered", m)
 	case a := <-answers:
 		t.Fatalf("a lookup answered before its read was released: %s", a)
-	default:
+	case <-time.After(300 * time.Millisecond):
 	}
 	close(store.release)
 	for range 3 {
