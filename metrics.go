@@ -196,7 +196,7 @@ func (m *metrics) watchServing(set *servingSet) {
 
 // Describe implements prometheus.Collector for the values read at scrape time.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, epochDesc, inFlightDesc, sessionsDesc, clientDesc, backendDesc} {
+	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, epochDesc, inFlightDesc, sessionsDesc, clientDesc, backendDesc, discoveryDesc} {
 		ch <- d
 	}
 }
@@ -222,6 +222,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(p.InFlight()), p.Name())
 		}
 		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(set.openSessions()))
+		set.collectDiscovery(ch)
 		for _, h := range set.health {
 			up := 1.0
 			if h.Down() != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/discovery"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -36,6 +37,8 @@ type servingSet struct {
 	named       map[string]*actor.PID // the same, by InjectPanic target name
 	jobs        *actors.JobsHost
 	jobsPID     *actor.PID
+	discovery   *discovery.Member // nil when nats.discovery is off
+	discoPID    *actor.PID
 	transfers   []*sessions.TransferHost
 	health      []*backendHealth    // one per backend
 	closers     []func() error      // backends, in the order they were opened
@@ -112,6 +115,9 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	}
 	tokens, noTokens, err := e.serviceTokens()
 	if err != nil {
+		return set, err
+	}
+	if err := e.buildDiscovery(ctx, set, nc, tokens); err != nil {
 		return set, err
 	}
 	for i, svc := range services {
@@ -267,6 +273,7 @@ const jobsCloseBound = 2 * time.Second
 // poisoned and its runs waited for (jobsCloseBound). It reports whether every job run
 // has returned: while one runs, the lease must not be released.
 func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) (jobsEnded bool) {
+	s.closeDiscovery(ctx, sys)
 	for i, p := range s.primaries {
 		<-sys.PoisonCtx(ctx, s.primaryPIDs[i]).Done()
 		if err := p.Close(ctx); err != nil {

@@ -127,6 +127,9 @@ type NATS struct {
 	// (Nats-Auth-Token) the kernel services verify on every call. Without it the JSON
 	// protocol needs no token and protobuf calls are refused UNAUTHENTICATED.
 	JWTSecretFile string `yaml:"jwt_secret_file"`
+	// Discovery, when set, makes the serving engine host the module registry
+	// (docs/discovery.md); nil is off.
+	Discovery *Discovery `yaml:"discovery"`
 	// JetStream is the nats.jetstream block: where the lease and the data live.
 	JetStream JetStream `yaml:"jetstream"`
 }

@@ -87,6 +87,13 @@
 // nats.max_concurrent_requests (default 64): calls each service handles at once; a whole
 // number from 1 to 4096.
 //
+// nats.discovery (default: absent, off): the module registry the serving engine hosts
+// (docs/discovery.md). `discovery: {}` turns it on with the defaults:
+//   - nats.discovery.project (default "default"): 1 to 64 letters, digits, '_' or '-';
+//     the registry's subjects abi.discovery.<project>.v1.* and bucket ABI_DISCOVERY_<project>.
+//   - nats.discovery.lease_seconds (default 20): a module instance's membership lease, a
+//     finite number from 1 to 300.
+//
 // nats.engine.role (default serve): serve, client or auto. serve takes the lease, serves
 // the kernel services and hosts the jobs, and stands by while an engine of another
 // rollout serves. client never touches the lease, serves nothing and opens no backend.

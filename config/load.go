@@ -278,6 +278,9 @@ func (w *walker) inspect(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem() // an optional block (nats.discovery): checked like any other
+	}
 	if t.Kind() != reflect.Struct {
 		w.leaf(n, t, path)
 		return

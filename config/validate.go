@@ -242,6 +242,7 @@ func (c *Config) check(issues []Issue) []Issue {
 		// A domain is one subject token of $JS.<domain>.API: no dot, space or wildcard.
 		bad(keyJSDomain, q(d), ruleJSDomain)
 	}
+	issues = c.checkDiscovery(issues)
 
 	e := n.Engine
 	switch e.Role {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	_ "github.com/abi-engine/engine/proto/abi/common/v1"
+	_ "github.com/abi-engine/engine/proto/abi/discovery/v1"
 	_ "github.com/abi-engine/engine/proto/abi/keyvalue/v1"
 	_ "github.com/abi-engine/engine/proto/abi/object_storage/v1"
 	_ "github.com/abi-engine/engine/proto/abi/transfer/v1"

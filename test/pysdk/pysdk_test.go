@@ -25,6 +25,7 @@ import (
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
+	discoveryv1 "github.com/abi-engine/engine/proto/abi/discovery/v1"
 	keyvaluev1 "github.com/abi-engine/engine/proto/abi/keyvalue/v1"
 	objectstoragev1 "github.com/abi-engine/engine/proto/abi/object_storage/v1"
 	transferv1 "github.com/abi-engine/engine/proto/abi/transfer/v1"
@@ -146,6 +147,7 @@ func TestPythonSDK(t *testing.T) {
   url: %q
   jwt_secret_file: %q
   engine: {role: serve, lease_seconds: 2}
+  discovery: {project: pysdk, lease_seconds: 5}
 services:
   keyvalue: {adapter: memory}
   object_storage: {adapter: memory}
@@ -186,12 +188,13 @@ log: {level: info, format: json}
 	writeDescriptors(t, descriptors)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pytest := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "test_sdk.py")
+	pytest := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "test_sdk.py", "test_discovery.py")
 	pytest.Env = append(os.Environ(),
 		"ABI_NATS_URL="+srv.URL(),
 		"ABI_TEST_TOKEN="+mint(secret, "sdk-ci", now),
 		"ABI_TEST_TOKEN_WRONG_SECRET="+mint([]byte("not the engine's secret, same length"), "sdk-ci", now),
 		"ABI_TEST_TOKEN_EXPIRED="+mint(secret, "sdk-ci", now.Add(-2*time.Hour)),
+		"ABI_TEST_TOKEN_API="+mint(secret, "api", now),
 		"ABI_TEST_DESCRIPTORS="+descriptors,
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
@@ -251,6 +254,7 @@ func writeDescriptors(t *testing.T, path string) {
 	for _, pkg := range []protoreflect.FullName{
 		commonv1.File_abi_common_v1_common_proto.Package(), keyvaluev1.File_abi_keyvalue_v1_keyvalue_proto.Package(),
 		objectstoragev1.File_abi_object_storage_v1_object_storage_proto.Package(), transferv1.File_abi_transfer_v1_transfer_proto.Package(),
+		discoveryv1.File_abi_discovery_v1_discovery_proto.Package(),
 	} {
 		protoregistry.GlobalFiles.RangeFilesByPackage(pkg, func(fd protoreflect.FileDescriptor) bool {
 			add(fd)

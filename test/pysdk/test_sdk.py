@@ -84,9 +84,10 @@ def test_contracts_match_the_installed_proto():
     naas-abi-proto: names, field numbers, types, labels, oneofs and presence."""
     from google.protobuf import descriptor_pb2, descriptor_pool
     from naas_abi_proto.common.v1 import common_pb2
+    from naas_abi_proto.discovery.v1 import discovery_pb2
     from naas_abi_proto.transfer.v1 import transfer_pb2
 
-    theirs = shapes(m.DESCRIPTOR for m in (common_pb2, kv, osp, transfer_pb2))
+    theirs = shapes(m.DESCRIPTOR for m in (common_pb2, kv, osp, transfer_pb2, discovery_pb2))
     fds = descriptor_pb2.FileDescriptorSet()
     with open(os.environ["ABI_TEST_DESCRIPTORS"], "rb") as f:
         fds.ParseFromString(f.read())

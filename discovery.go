@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/abi-engine/engine/discovery"
+	"github.com/abi-engine/engine/primaries"
+)
+
+// This file wires the module registry (package discovery, docs/discovery.md) into a
+// serving engine when nats.discovery is set: its bucket is opened with the backends, and
+// its member is the first of the members the root tells to serve, stop accepting and
+// stop, so it serves only while this engine holds the lease and hands over with it.
+
+// buildDiscovery opens the registry's bucket and spawns the discovery member, when
+// nats.discovery is set.
+func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.Conn, tokens primaries.TokenVerifier) error {
+	d := e.cfg.NATS.Discovery
+	if d == nil {
+		return nil
+	}
+	store, err := discovery.OpenJetStream(ctx, nc, d.Project, e.cfg.NATS.Engine.LeaseReplicas)
+	if err != nil {
+		return fmt.Errorf("engine: nats.discovery: %w", err)
+	}
+	svc, err := discovery.New(store, discovery.Config{Lease: d.Lease()})
+	if err != nil {
+		return fmt.Errorf("engine: nats.discovery: %w", err)
+	}
+	var verify discovery.TokenVerifier
+	if tokens != nil {
+		verify = tokens
+	} else {
+		e.log.Warn("nats.discovery is on but nats.jwt_secret_file is not set: every discovery call is refused UNAUTHENTICATED")
+	}
+	m, err := discovery.NewMember(discovery.MemberConfig{
+		Conn: nc, Project: d.Project, Service: svc, Tokens: verify,
+		MaxConcurrent: e.cfg.NATS.MaxConcurrentRequests, Logger: e.log,
+	})
+	if err != nil {
+		return fmt.Errorf("engine: nats.discovery: %w", err)
+	}
+	set.discovery = m
+	set.discoPID = m.Spawn(e.actorSys)
+	// First, as the Python engine starts discovery before the kernel services.
+	set.members = append([]*actor.PID{set.discoPID}, set.members...)
+	set.named["discovery"] = set.discoPID
+	e.log.Info("module discovery on", zap.String("project", d.Project), zap.Float64("lease_seconds", d.LeaseSeconds),
+		zap.String("bucket", discovery.Bucket(d.Project)))
+	return nil
+}
+
+// discoveryDesc counts the registry's live instances, as this engine last read or wrote
+// it; served only while discovery is on.
+var discoveryDesc = prometheus.NewDesc("abi_engine_discovery_instances",
+	"Live module instances in the discovery registry, as this engine last read or wrote it.", []string{"project"}, nil)
+
+// collectDiscovery adds discovery's calls in flight and its instances to a scrape.
+func (s *servingSet) collectDiscovery(ch chan<- prometheus.Metric) {
+	if s.discovery == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(s.discovery.InFlight()), "discovery")
+	ch <- prometheus.MustNewConstMetric(discoveryDesc, prometheus.GaugeValue, float64(s.discovery.Service().LiveInstances()), s.discovery.Project())
+}
+
+// closeDiscovery stops the member's actor, then ends what it still serves and waits
+// for its calls, bounded by ctx.
+func (s *servingSet) closeDiscovery(ctx context.Context, sys *actor.Engine) {
+	if s.discovery == nil {
+		return
+	}
+	<-sys.PoisonCtx(ctx, s.discoPID).Done()
+	if err := s.discovery.Close(ctx); err != nil {
+		s.log.Warn("closing discovery", zap.Error(err))
+	}
+}
