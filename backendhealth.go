@@ -40,7 +40,7 @@ type bucketProber interface {
 // and logged (rate-limited), and starts a probe, which reruns with a growing pause
 // until the backend answers: a jetstream backend first recreates its bucket if it is
 // gone, then the probe reads. While the probe fails, the backend is down, and a serving
-// engine is not ready (design §4.5).
+// engine is not ready (docs/design.md §4.5).
 type backendHealth struct {
 	service, adapter string
 	log              *zap.Logger

@@ -38,7 +38,7 @@ func listPackages(t *testing.T) []pkg {
 	return pkgs
 }
 
-// TestDependencyDirection keeps design §2's layering: imports point one way, so the
+// TestDependencyDirection keeps docs/design.md §2's layering: imports point one way, so the
 // lease core stays free of NATS and hollywood, and only the wiring knows everything.
 func TestDependencyDirection(t *testing.T) {
 	rules := []struct {

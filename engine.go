@@ -229,7 +229,7 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		seen[s.Name] = true
 	}
 	// The embedder's services count in the shared-backend check as the kernel's do,
-	// before anything is touched (design §5.6).
+	// before anything is touched (docs/design.md §5.6).
 	if err := localServices(cfg, o.services); err != nil {
 		return nil, err
 	}

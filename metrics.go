@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (design §4.5).
+// metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (docs/design.md §4.5).
 type metrics struct {
 	e *Engine
 
@@ -85,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		clientCounters: client.NewCounters(),
 		nats:           newNATSEvents(engineLog(e)),
 	}
-	// The collectors every Go service exposes (design §4.5). An embedder's registry
+	// The collectors every Go service exposes (docs/design.md §4.5). An embedder's registry
 	// (WithRegistry) may hold them already.
 	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// watchPanics makes every actor panic the recover middleware catches visible (design
+// watchPanics makes every actor panic the recover middleware catches visible (docs/design.md
 // §4.5): logged once with the actor and its stack, counted by actor kind, and counted
 // in /status. It runs before any actor of the engine is spawned.
 func (e *Engine) watchPanics(sys *actor.Engine) {

@@ -87,7 +87,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 
 	own := e.ownership
 	// The transfer hosts check the lease before every operation, as the primaries do
-	// before every call (design §5.8).
+	// before every call (docs/design.md §5.8).
 	limits := e.sessionLimits()
 	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{
 		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: e.log, Limits: limits,
@@ -216,7 +216,7 @@ func (s *servingSet) anyStandby(ctx context.Context) (bool, error) {
 	return control.AnyStandby(ctx, s.conn)
 }
 
-// waitSessions is the handover's second wait over every host (design §3).
+// waitSessions is the handover's second wait over every host (docs/design.md §3).
 func (s *servingSet) waitSessions(ctx context.Context) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {

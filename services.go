@@ -127,7 +127,7 @@ func (m ErrorCodes) Map(err error) error {
 // epochKey carries the epoch of a call in its context.
 type epochKey struct{}
 
-// CallEpoch is the epoch the engine serves the call of ctx under (design §4.7): the one
+// CallEpoch is the epoch the engine serves the call of ctx under (docs/design.md §4.7): the one
 // the service's primary adopted before it subscribed the run that received the call,
 // which is what the service's own writes to a shared store must carry so that the
 // store can refuse a stale engine's write. Calls answered during a handover's drain

@@ -14,7 +14,7 @@ import (
 // State is where the engine stands: the lease states, or "client".
 type State string
 
-// The states of design §4.5.
+// The states of docs/design.md §4.5.
 const (
 	StateIdle     State = "idle"
 	StateStandby  State = "standby"
@@ -25,7 +25,7 @@ const (
 	StateClient   State = "client"
 )
 
-// Status is the body of GET /status (design §4.5).
+// Status is the body of GET /status (docs/design.md §4.5).
 type Status struct {
 	InstanceID string      `json:"instance_id"`
 	Role       string      `json:"role"`
@@ -64,7 +64,7 @@ type MemberStatus struct {
 // LeaseStatus is the lease as this engine knows it.
 type LeaseStatus struct {
 	Revision uint64 `json:"revision"`
-	// Epoch is the epoch this engine holds while the lease is its own (design §4.7);
+	// Epoch is the epoch this engine holds while the lease is its own (docs/design.md §4.7);
 	// while it serves, the one it serves under. 0 when it holds none.
 	Epoch  uint64        `json:"epoch"`
 	Holder *lease.Holder `json:"holder"` // null when free or unknown to this engine
@@ -142,7 +142,7 @@ func (e *Engine) status() Status {
 	return s
 }
 
-// Epoch is the epoch the engine serves under (design §4.7, docs/architecture.md
+// Epoch is the epoch the engine serves under (docs/design.md §4.7, docs/architecture.md
 // "Epoch"): the fencing token that changes only when ownership changes, which every
 // shared backend checks at the commit of each write. An embedder's own services pass it
 // to their stores the same way. It is 0 while the engine does not serve.
@@ -176,7 +176,7 @@ var ErrPermissionDenied = errors.New("the NATS broker refused permissions this e
 var errLoading = errors.New("engine: loading")
 
 // Readiness is nil when the engine is ready (see Ready), else why not: the state it is
-// in, the backends that are down (design §4.5), or a data store found ahead of the
+// in, the backends that are down (docs/design.md §4.5), or a data store found ahead of the
 // lease's intact epoch record (*lease.StoreAheadError: repaired, but written by
 // something other than an engine), for as long as this engine holds the lease.
 func (e *Engine) Readiness() error {

@@ -17,7 +17,7 @@ import (
 // Each is answered, to the sender, with the matching reply below.
 
 // Serve tells an actor to start serving (subscribe, start jobs) under Epoch, the
-// fencing token its shared backends adopt before it subscribes (design §4.7). A member
+// fencing token its shared backends adopt before it subscribes (docs/design.md §4.7). A member
 // already serving that is told Serve with a higher epoch adopts it; the jobs host puts
 // it in the ctx of the runs it starts (JobEpoch), and the transfer hosts ignore it.
 // Shared says the epoch is a draining engine's, which the stores hold already

@@ -36,7 +36,7 @@ func (a *ackLosing) PublishMsg(ctx context.Context, m *nats.Msg, opts ...js.Publ
 	return nil, nats.ErrTimeout
 }
 
-// A write that committed but whose ack was lost has an unknown outcome (design §5.8):
+// A write that committed but whose ack was lost has an unknown outcome (docs/design.md §5.8):
 // the engine answers UNAVAILABLE, not retryable, the SDK does not send it again, and the
 // bench records it as indefinite, so the linearizability checker lets it have happened.
 // With every UNAVAILABLE retryable, the SDK resent the write for its whole retry window

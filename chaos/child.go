@@ -30,7 +30,7 @@ const envEngineConfig = "ABI_CHAOS_ENGINE_CONFIG"
 // of running the harness again.
 var childArgs = []string{"-test.run=^$"}
 
-// Exit codes of an engine process, those of `abi-engine run` (design §4.6).
+// Exit codes of an engine process, those of `abi-engine run` (docs/design.md §4.6).
 const (
 	exitOK      = 0
 	exitRuntime = 1

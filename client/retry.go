@@ -24,7 +24,7 @@ type RetryPolicy struct {
 	Margin time.Duration
 }
 
-// DefaultRetryPolicy is the policy of reference-abi §7: a 5 s window, pauses of 50 ms
+// DefaultRetryPolicy is the policy of the decision's "Retry when nobody answers" (docs/decision.md): a 5 s window, pauses of 50 ms
 // doubling up to 500 ms, ending 0.5 s before the caller's deadline.
 func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{

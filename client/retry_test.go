@@ -43,7 +43,7 @@ func TestRetryable(t *testing.T) {
 		{"abi.svc.object_storage.v1.transfer." + owner + ".open", false},
 		{"abi.svc.object_storage.v1.transfer.read", false},
 		{"abi.svc.object_storage.v1.transfer.get", false},
-		// Owner-scoped subjects under abi.svc. (design §5.5).
+		// Owner-scoped subjects under abi.svc. (docs/design.md §5.5).
 		{"abi.svc.model_registry.v1." + owner + ".stream_next", false},
 		{"abi.svc.model_registry.v1." + owner + ".stream_close", false},
 		// Overflow sessions go to one engine.
@@ -209,7 +209,7 @@ func TestBackoffSchedule(t *testing.T) {
 		timeout time.Duration
 		want    []time.Duration
 	}{
-		// reference-abi §7: 0, 0.05, 0.15, 0.35, 0.75, 1.25, 1.75, …, 4.75, 5.0 s, then give up.
+		// The Python SDK's schedule: 0, 0.05, 0.15, 0.35, 0.75, 1.25, 1.75, …, 4.75, 5.0 s, then give up.
 		{"10s deadline", 10 * time.Second, ms(0, 50, 150, 350, 750, 1250, 1750, 2250, 2750, 3250, 3750, 4250, 4750, 5000)},
 		// The window ends 0.5 s before the deadline; the last pause is cut short.
 		{"1s deadline", time.Second, ms(0, 50, 150, 350, 500)},

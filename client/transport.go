@@ -243,7 +243,7 @@ func (t *Transport) request(ctx context.Context, subject string, payload []byte,
 
 // nobodyRan reports whether the call certainly did not run: the broker found no
 // subscriber, or the engine says it changed nothing (UNAVAILABLE with retryable true,
-// design §5.8: refused before it ran, or not applied by the backend).
+// docs/design.md §5.8: refused before it ran, or not applied by the backend).
 func nobodyRan(ce *CallError) bool {
 	if ce.Cause != nil {
 		return errors.Is(ce.Cause, nats.ErrNoResponders)

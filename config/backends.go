@@ -43,7 +43,7 @@ type LocalBackend struct {
 
 // LocalBackends lists, sorted by service, every service of this engine whose data stays
 // on this host. An engine hosting the embedded broker (nats.url empty) keeps the broker's
-// store, and with it every jetstream-backed service, on this host too (design §5.6).
+// store, and with it every jetstream-backed service, on this host too (docs/design.md §5.6).
 func (c *Config) LocalBackends() []LocalBackend {
 	var out []LocalBackend
 	embedded := c.NATS.EmbeddedBroker()

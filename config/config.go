@@ -71,12 +71,12 @@ const (
 	DefaultObjectStorageBucket = "ABI_OBJECTS"
 )
 
-// leaseBucket is the JetStream KV bucket of the lease (design §4.1). The lease package
+// leaseBucket is the JetStream KV bucket of the lease (docs/design.md §4.1). The lease package
 // owns it, but config sits below lease in the import graph, so the name is repeated here
 // only to keep keyvalue data out of it.
 const leaseBucket = "ABI_ENGINE"
 
-// Config is the whole configuration of an engine (design §4.4). The zero value is not
+// Config is the whole configuration of an engine (docs/design.md §4.4). The zero value is not
 // useful: start from Default, Load or Parse. Seconds are float64 as in the YAML; the
 // methods returning time.Duration are what the engine should use.
 type Config struct {
@@ -419,7 +419,7 @@ func orLease(replicas, lease int) int {
 }
 
 // LeaseRolloutID is the rollout id the engine claims the lease with: the configured one
-// in role serve, and empty in role auto (an auto engine never stands by, reference §4.1)
+// in role serve, and empty in role auto (an auto engine never stands by, docs/decision.md)
 // and in role client (which never claims).
 func (e Engine) LeaseRolloutID() string {
 	if e.Role == RoleServe {

@@ -139,7 +139,7 @@ func TestLeaseRolloutID(t *testing.T) {
 		want string
 	}{
 		{RoleServe, "v2"},
-		{RoleAuto, ""}, // auto never stands by (reference §4.1)
+		{RoleAuto, ""}, // auto never stands by (docs/decision.md, "Three roles")
 		{RoleClient, ""},
 	} {
 		e := Engine{Role: tc.role, RolloutID: "v2"}

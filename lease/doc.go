@@ -28,7 +28,7 @@
 //  6. Release starts a clean release; the machine ends in StateReleased. Once the
 //     engine's drain is over, MarkDrained marks the epoch record drained.
 //
-// The rules (design §4.1, §5; the ADR's "Starting a serving engine", "Fencing"):
+// The rules (docs/design.md §4.1, §5; the ADR's "Starting a serving engine", "Fencing"):
 //
 //   - lease free: create it, publish our lease period (Store.Publish), and serve;
 //   - held with no rollout id or the holder's: watch it for one lease period (the

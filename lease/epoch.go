@@ -8,7 +8,7 @@ import (
 	"math"
 )
 
-// The epoch (design §4.7, docs/architecture.md "Epoch") is a number that changes only
+// The epoch (docs/design.md §4.7, docs/architecture.md "Epoch") is a number that changes only
 // when ownership changes: a fencing token every shared backend checks at the commit of
 // each write. It is kept beside the lease in a key of its own (the six-key record is the
 // Python engines'), as an EpochRecord changed only by compare-and-swap on its revision.

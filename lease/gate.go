@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Gate answers, with one atomic load, whether a call may run now (design §5.8): only
+// Gate answers, with one atomic load, whether a call may run now (docs/design.md §5.8): only
 // while the lease was renewed less than lease/2 ago. The ownership driver moves it; every
 // ServicePrimary checks it before running a call, so a process that resumes after a pause
 // executes nothing it finds queued, even before its fencer runs.

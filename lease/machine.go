@@ -482,7 +482,7 @@ func (m *Machine) Seen() Record { return m.seen }
 
 // Watching reports whether the driver should watch the lease and call Observe: while
 // claiming or standing by, to see the holder renew or release, and while holding, to
-// see any write that is not ours (design §4.1). Never during a release: our own delete
+// see any write that is not ours (docs/design.md §4.1). Never during a release: our own delete
 // must not look like an eviction.
 func (m *Machine) Watching() bool { return m.sub.attrs().watch }
 

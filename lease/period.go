@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Period is a holder's lease period as it publishes it beside the record (design §4.1):
+// Period is a holder's lease period as it publishes it beside the record (docs/design.md §4.1):
 // the six-key record has no room for it (the Python engines read that record), so it
 // lives in a key of its own as {"instance_id": "<holder>", "lease_ms": N}.
 //

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// This file is the machine's part of the epoch (design §4.7, docs/architecture.md
+// This file is the machine's part of the epoch (docs/design.md §4.7, docs/architecture.md
 // "Epoch"): settling it after every write that takes the lease, before serving; the
 // deferred bump; and the release's marks, draining and drained.
 

@@ -5,7 +5,7 @@ import "fmt"
 // State is where an engine stands with the lease. The zero value is not a state.
 type State uint8
 
-// The states of design §4.5 and reference-abi §3.
+// The states of docs/design.md §4.5 and docs/decision.md.
 const (
 	StateIdle     State = iota + 1 // not holding: claiming, or a claim that failed
 	StateStandby                   // another rollout holds it; waiting for the handover

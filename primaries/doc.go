@@ -6,7 +6,7 @@
 // callback only counts a call and hands it to a worker goroutine; at most
 // MaxConcurrent calls of a service run at once, and a call is counted as in flight from
 // the moment the callback receives it until its reply is sent. Every call first checks
-// the lease (design §5.8) and is refused with a retryable UNAVAILABLE, without running,
+// the lease (docs/design.md §5.8) and is refused with a retryable UNAVAILABLE, without running,
 // when the engine has not confirmed its lease recently enough. That hot path (call.go,
 // reply.go) never goes through the actor.
 //
@@ -17,7 +17,7 @@
 // goroutine it starts, which reports back by message (steps.go). Those fields, the
 // micro service, the call counters and the cancel functions live in the Primary, which
 // the spawner owns, so an actor restarted after a panic, or spawned again after the
-// last was poisoned, carries on and killing the actor loses no call (design §3). The
+// last was poisoned, carries on and killing the actor loses no call (docs/design.md §3). The
 // methods (InFlight, SessionsFinished, the sessions.Host commands) read the view the
 // actor publishes, and hand commands to it by message; Close stops everything for good.
 //

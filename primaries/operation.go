@@ -15,7 +15,7 @@ import (
 
 // Operation runs one call of one endpoint: data is the request body, the result the
 // reply body. ctx is cancelled when the primary stops or its drain deadline passes.
-// An error is answered with the envelope of design §4.3: a *protocol.Error keeps its
+// An error is answered with the envelope of docs/design.md §4.3: a *protocol.Error keeps its
 // code, anything else becomes INTERNAL (context errors are mapped, see Primary).
 type Operation func(ctx context.Context, data []byte) ([]byte, error)
 

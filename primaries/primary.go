@@ -19,7 +19,7 @@ import (
 	"github.com/abi-engine/engine/sessions"
 )
 
-// MaxConcurrentLimit is the largest MaxConcurrent a Primary accepts (design §4.4).
+// MaxConcurrentLimit is the largest MaxConcurrent a Primary accepts (docs/design.md §4.4).
 const MaxConcurrentLimit = 4096
 
 // Config is what a Primary needs besides its Service.
@@ -32,7 +32,7 @@ type Config struct {
 	// at once, 1..MaxConcurrentLimit. Further calls wait, counted as in flight.
 	MaxConcurrent int
 	// LeaseValid reports, with one atomic load, whether the engine's last successful
-	// lease renewal was sent less than lease/2 ago (design §5.8). A call runs only when
+	// lease renewal was sent less than lease/2 ago (docs/design.md §5.8). A call runs only when
 	// it returns true; otherwise it is answered UNAVAILABLE, retryable.
 	LeaseValid func() bool
 	// Overflow, optional, parks replies too large for one message (the engine's
@@ -102,7 +102,7 @@ var (
 // spawn its actor (Spawn, or Producer); it serves once the actor has been told
 // actors.Serve (or Serve has been called). Its methods are safe for concurrent use.
 //
-// The Primary is the part that outlives an actor instance (design §3): the runs with
+// The Primary is the part that outlives an actor instance (docs/design.md §3): the runs with
 // their micro services, calls in flight and cancel functions, and the role the actor
 // plays (role.go). The actor changes them; the hot path (call.go) only counts its calls;
 // the methods read the view the actor publishes and talk to the actor by message.

@@ -19,7 +19,7 @@ import (
 // replies join its batch (see replyQueue).
 const maxYields = 3
 
-// fail answers a call with the envelope of design §4.3.
+// fail answers a call with the envelope of docs/design.md §4.3.
 func (p *Primary) fail(r *run, j job, slot bool, e *protocol.Error) {
 	p.observe(j, e.Code)
 	msg := p.protoErrorMsg(j, e)

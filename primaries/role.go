@@ -56,7 +56,7 @@ func (ph phase) String() string {
 
 // roleState is the role. It lives in the Primary rather than in the actor so that the
 // instance spawned after the last one was poisoned carries on the commands under way
-// and answers their senders (design §3); the instance restarted in place after a panic
+// and answers their senders (docs/design.md §3); the instance restarted in place after a panic
 // keeps it anyway. Only Receive touches it: instances never overlap (the next starts
 // once the last has stopped), and Close touches it only once no instance can run.
 type roleState struct {

@@ -2,7 +2,7 @@ package protocol
 
 import "time"
 
-// Request and reply bodies of the kernel services (design §4.3). Byte values are
+// Request and reply bodies of the kernel services (docs/design.md §4.3). Byte values are
 // []byte, which encoding/json writes as base64 strings, as the design requires. Every
 // request embeds Ctx for the optional "context" member.
 

@@ -1,5 +1,5 @@
 // Package protocol holds what the engine and its clients agree on over the wire: the
-// error codes and their envelope, the headers, and the subject names of design §4.2-§4.3.
+// error codes and their envelope, the headers, and the subject names of docs/design.md §4.2-§4.3.
 // Both sides import it, so a code or a header is spelled in one place only.
 package protocol
 
@@ -19,7 +19,7 @@ const (
 // Code is a stable error code. Clients match on it, never on a message.
 type Code string
 
-// The codes of design §4.3.
+// The codes of docs/design.md §4.3.
 const (
 	InvalidArgument   Code = "INVALID_ARGUMENT"
 	NotFound          Code = "NOT_FOUND"
@@ -84,7 +84,7 @@ func (c Code) HTTPStatus() int {
 // errors.As work the same on both sides of a NATS call.
 //
 // Retryable true means exactly "nothing ran": the call changed nothing anywhere, so it
-// may be sent again as it is (design §5.8). Only Refused and Exhausted make one; a failure of
+// may be sent again as it is (docs/design.md §5.8). Only Refused and Exhausted make one; a failure of
 // unknown outcome (a lost ack, a commit whose result never came back) is never
 // retryable, whatever its code.
 type Error struct {
@@ -161,7 +161,7 @@ type RequestContext struct {
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 }
 
-// Subject helpers (design §4.2).
+// Subject helpers (docs/design.md §4.2).
 const (
 	// ServicePrefix starts every kernel service subject.
 	ServicePrefix = "abi.svc."

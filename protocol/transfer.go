@@ -1,6 +1,6 @@
 package protocol
 
-// Transfers (design §4.2): payloads larger than one NATS message travel as a session of
+// Transfers (docs/design.md §4.2): payloads larger than one NATS message travel as a session of
 // chunks. A transfer host serves one subject prefix P:
 //
 //	P.open               queue group P.owners   any serving engine opens the session
@@ -19,7 +19,7 @@ package protocol
 // (strictly sequenced from 0) → close. Start runs the operation: an upload hands the
 // assembled bytes to the service (object put), a download produces the bytes the client
 // then reads (object get); an operation may do both. Every reply carries the
-// Abi-Engine-Instance header; errors are the Envelope of design §4.3 with these codes:
+// Abi-Engine-Instance header; errors are the Envelope of docs/design.md §4.3 with these codes:
 //
 //	INVALID_ARGUMENT    malformed request, unknown operation, chunk_bytes below
 //	                    MinChunkBytes, metadata above MaxTransferMetadataBytes

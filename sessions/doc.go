@@ -39,7 +39,7 @@
 //     expired or unknown session is NOT_FOUND.
 //
 // Every reply carries Abi-Engine-Instance: <owner>; errors are protocol.Envelope with
-// the headers of design §4.3.
+// the headers of docs/design.md §4.3.
 //
 // # Overflow
 //

@@ -94,7 +94,7 @@ func (h *TransferHost) Close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if h.poisoned.CompareAndSwap(false, true) {
-		r.eng.Poison(r.pid) // waited for below: a second poison never completes (go-deps §1.2)
+		r.eng.Poison(r.pid) // waited for below: a second poison never completes (hollywood v1.0.5)
 	}
 	wait := func(what string, err error) {
 		if err != nil {

@@ -22,7 +22,7 @@ func wantRefused(t *testing.T, what string, err error) {
 	}
 }
 
-// A host whose engine has not confirmed its lease runs no transfer operation (design
+// A host whose engine has not confirmed its lease runs no transfer operation (docs/design.md
 // §5.8): the open, a write, the start and a read are answered UNAVAILABLE, retryable,
 // and leave the session as it was, so each goes on as if never sent once the lease is
 // confirmed again. Before the check, a resumed zombie ran what it found queued.

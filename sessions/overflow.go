@@ -49,7 +49,7 @@ type OverflowConfig struct {
 	Logger *zap.Logger
 }
 
-// OverflowHost parks replies too large for one NATS message (reference-abi §6.5). It is
+// OverflowHost parks replies too large for one NATS message (as the Python engine parks them). It is
 // a TransferHost on protocol.OverflowPrefix whose sessions are created by the engine
 // (never opened by a client): each parked reply is a download that is already started,
 // which its caller reads and closes on the owner-scoped subjects. It is a Host like any

@@ -48,7 +48,7 @@ type entry struct {
 // Calls reach a session actor only through here, and only the host actor poisons
 // session actors, so every call it routes is ahead of the poison pill in the session
 // actor's inbox and is answered: hollywood drops what lands behind a pill without a
-// trace (go-deps §1.2).
+// trace (hollywood v1.0.5).
 func (a *hostActor) route(cl *call) {
 	h := a.h
 	if cl.op == protocol.TransferOpen {
@@ -165,7 +165,7 @@ func (a *hostActor) newSession(client, op string, meta []byte, chunk int, parked
 	h.sessionActors.Update(func(n int) (int, bool) { return n + 1, true })
 	// Named under the host, but not a hollywood child: hollywood v1.0.5 stops a parent
 	// by poisoning each child again and waiting without a timeout, and a second poison
-	// of an actor already stopping never completes (go-deps §1.2). Session actors are
+	// of an actor already stopping never completes (hollywood v1.0.5). Session actors are
 	// poisoned exactly once, by closeSession, and Close waits for them itself.
 	e.pid = a.eng.Spawn(h.sessionProducer(e, parked), a.self.ID+"/session", actors.SpawnOpts(local)...)
 	h.sessions[e.id] = e
@@ -313,7 +313,7 @@ func notFound(id string) error {
 }
 
 // checkLease refuses an operation when the engine has not confirmed its lease within
-// lease/2: it must run nothing, like a primary's call (design §5.8).
+// lease/2: it must run nothing, like a primary's call (docs/design.md §5.8).
 func (h *TransferHost) checkLease(op string) error {
 	if h.cfg.LeaseValid() {
 		return nil

@@ -37,7 +37,7 @@ func replyMsg(owner string, body []byte, header nats.Header) *nats.Msg {
 	return m
 }
 
-// errorMsg is an error reply as design §4.3 spells it: micro's error headers, the
+// errorMsg is an error reply as docs/design.md §4.3 spells it: micro's error headers, the
 // Abi-Error-Code header and the {"error": {...}} envelope, plus the instance header.
 func errorMsg(owner string, err error) *nats.Msg {
 	pe := wireError(err)

@@ -85,7 +85,7 @@ type TransferConfig struct {
 	Handlers map[string]Handler
 	// LeaseValid reports, with one atomic load, whether the engine's last successful
 	// lease renewal was sent less than lease/2 ago, as primaries.Config.LeaseValid does
-	// (design §5.8). Every operation that reads or changes shared data (open, write,
+	// (docs/design.md §5.8). Every operation that reads or changes shared data (open, write,
 	// start, read) runs only when it returns true; otherwise it is answered UNAVAILABLE,
 	// retryable, having run nothing. A close always runs: it frees only this host's
 	// memory. Required.
@@ -127,7 +127,7 @@ type TransferConfig struct {
 // a hollywood actor, one actor per session, and a sessions.Host for the handover.
 //
 // The TransferHost value is what its spawner owns and what outlives a crashed actor
-// (design §3): the subscriptions, the registry of open sessions, the byte budget and
+// (docs/design.md §3): the subscriptions, the registry of open sessions, the byte budget and
 // the counters. Only the host actor changes them, in its Receive; session actors ask it
 // by message. Handles (Sessions, SessionPID, SessionsFinished) read what the host actor
 // publishes. What lives only in a session actor is that session's bytes and sequence

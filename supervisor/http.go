@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Reporter is what the HTTP endpoints ask the engine (design §4.5).
+// Reporter is what the HTTP endpoints ask the engine (docs/design.md §4.5).
 type Reporter interface {
 	// Healthy is nil while the process is healthy; an error says why not (a holder
 	// that believes it serves but has not renewed for more than a lease period).

@@ -1,5 +1,5 @@
 // Package main is the abi-engine binary: it runs an engine and inspects the one
-// serving a NATS account (design §4.6):
+// serving a NATS account (docs/design.md §4.6):
 //
 //	abi-engine run [--config F] [--role R] [--nats URL] [--http ADDR] [--log-format json|console] [--log-level L]
 //	abi-engine status [--nats URL] [--json]

@@ -52,7 +52,7 @@ func (d *doctor) checkJetStream(parent context.Context) bool {
 }
 
 // minServer is the oldest nats-server whose KV answers carry the headers the epoch
-// uses (design §4.7); atomic batch publish, which the jetstream adapters' writes use,
+// uses (docs/design.md §4.7); atomic batch publish, which the jetstream adapters' writes use,
 // needs minAtomicServer.
 var (
 	minServer       = [2]int{2, 11}

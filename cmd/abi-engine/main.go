@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of design §4.6.
+// Exit codes of docs/design.md §4.6.
 const (
 	exitOK      = 0
 	exitRuntime = 1 // the command could not do its job

@@ -199,7 +199,7 @@ func orNone(s string) string {
 }
 
 // statusJSON is the output of status --json. holder has the six keys of the lease
-// record (design §4.1), null while the lease is free.
+// record (docs/design.md §4.1), null while the lease is free.
 type statusJSON struct {
 	NATSURL        string        `json:"nats_url"`
 	Bucket         string        `json:"bucket"`

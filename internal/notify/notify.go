@@ -1,7 +1,7 @@
 // Package notify publishes a value that many goroutines read and some wait on: one
 // atomic load to read it, and a channel that closes when it is replaced, so a waiter
 // never polls. It is the one close-and-replace primitive of the engine: actors publish
-// their snapshots through it (design §3: handles read published snapshots), and
+// their snapshots through it (docs/design.md §3: handles read published snapshots), and
 // handles wait on it for a state they need.
 package notify
 

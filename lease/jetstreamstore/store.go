@@ -1,7 +1,7 @@
-// Package jetstreamstore keeps the ownership lease in a JetStream KV bucket (design
+// Package jetstreamstore keeps the ownership lease in a JetStream KV bucket (docs/design.md
 // §4.1): bucket ABI_ENGINE, key owner, history 1, file storage, no TTL, replicas from
 // configuration. It implements lease.Store. Beside the lease it keeps the holder's lease
-// period (key lease_period) and the epoch record (key epoch, design §4.7), which the
+// period (key lease_period) and the epoch record (key epoch, docs/design.md §4.7), which the
 // Python engines never read; a bucket recreated after a deletion starts without either.
 // Every conditional write also checks, in the same atomic batch, that the bucket is the
 // incarnation its revision was read in (keys incarnation and incarnation.<id>,
@@ -35,14 +35,14 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Defaults of design §4.1.
+// Defaults of docs/design.md §4.1.
 const (
 	DefaultBucket = "ABI_ENGINE"
 	Key           = "owner"
 	// PeriodKey holds the holder's lease period (lease.Period), beside the six-key
 	// record the Python engines read.
 	PeriodKey = "lease_period"
-	// EpochKey holds the epoch record (lease.EpochRecord, design §4.7).
+	// EpochKey holds the epoch record (lease.EpochRecord, docs/design.md §4.7).
 	EpochKey = "epoch"
 )
 
@@ -75,7 +75,7 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
-// spec is the lease bucket of design §4.1 and the settings an existing one must have:
+// spec is the lease bucket of docs/design.md §4.1 and the settings an existing one must have:
 // each of them, wrong, lets the key vanish by itself (by age, by a TTL, in a server
 // restart, with a node) or keeps revisions a holder never wrote, and a second engine
 // would then take a lease the first still holds.

@@ -9,7 +9,7 @@ import (
 	"github.com/abi-engine/engine/lease"
 )
 
-// runEpoch is the contract's part on the epoch record (design §4.7): created at
+// runEpoch is the contract's part on the epoch record (docs/design.md §4.7): created at
 // revision 0, changed only by compare-and-swap on its revision, independent of the
 // lease record, watched like it.
 func runEpoch(t *testing.T, newStore func(t *testing.T) lease.Store) {

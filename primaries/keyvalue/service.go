@@ -7,7 +7,7 @@ import (
 	"github.com/abi-engine/engine/protocol"
 )
 
-// Service maps the keyvalue operations of design §4.3 onto store, in the JSON protocol
+// Service maps the keyvalue operations of docs/design.md §4.3 onto store, in the JSON protocol
 // and the protobuf one (protobuf.go). Input is checked before it reaches the store:
 // malformed bodies, wrong member types, bad keys and negative TTLs are
 // INVALID_ARGUMENT errors that say what was wrong.

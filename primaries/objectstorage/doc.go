@@ -1,7 +1,7 @@
 // Package objectstorage is the object_storage kernel service
 // (abi.svc.object_storage.v1.*): the Store port every backend implements, the naming
 // rules every implementation enforces (CheckPrefix, CheckKey), Service, which maps the
-// wire operations of design §4.3 onto a Store for a primaries.Primary, and Transfers,
+// wire operations of docs/design.md §4.3 onto a Store for a primaries.Primary, and Transfers,
 // the "put" and "get" transfer operations that carry objects larger than one message
 // through a sessions.TransferHost on abi.svc.object_storage.v1.transfer
 // (NewTransferHost builds that host).

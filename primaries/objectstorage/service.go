@@ -13,7 +13,7 @@ import (
 	"github.com/abi-engine/engine/sessions"
 )
 
-// Service maps the object_storage operations of design §4.3 onto store, in the JSON
+// Service maps the object_storage operations of docs/design.md §4.3 onto store, in the JSON
 // protocol and the protobuf one (protobuf.go). Names are
 // checked before they reach the store: a bad prefix or key is INVALID_ARGUMENT saying
 // what was wrong.

@@ -13,7 +13,7 @@ import (
 )
 
 // Which store failures are retryable: exactly those after which the call surely changed
-// nothing (design §5.8). A write is retryable only when jserr says it was not stored;
+// nothing (docs/design.md §5.8). A write is retryable only when jserr says it was not stored;
 // a read always is, as it stores nothing. Context errors go on to the primary as they
 // are, which maps them (DEADLINE_EXCEEDED, or UNAVAILABLE not retryable when its run
 // was stopped).

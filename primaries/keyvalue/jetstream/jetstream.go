@@ -172,7 +172,7 @@ func (s *Store) readError(op, key string, err error) error {
 // writeError turns a failed write into a protocol error; jserr says whether the write
 // may have been stored. Surely not (the server refused it, or judged nothing):
 // UNAVAILABLE, retryable. Perhaps (the ack was lost): UNAVAILABLE, not retryable, as a
-// resend could apply it twice (design §5.8).
+// resend could apply it twice (docs/design.md §5.8).
 func (s *Store) writeError(op, key string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

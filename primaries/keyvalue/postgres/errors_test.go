@@ -16,7 +16,7 @@ import (
 )
 
 // Which PostgreSQL failures of a write are retryable: exactly those after which the
-// statement surely did not commit (design §5.8). The errors come from a real database
+// statement surely did not commit (docs/design.md §5.8). The errors come from a real database
 // where one can be had: a server that refuses the statement, a connection never made,
 // a connection closed before the statement was sent. The FATAL and the connection lost
 // mid-statement are built by hand: they need a server dying at the right instant.

@@ -163,7 +163,7 @@ func (s *Store) readError(op, key string, err error) error {
 
 // writeError turns a failed write into a protocol error: retryable only when the
 // statement surely did not commit (notApplied), otherwise UNAVAILABLE, not retryable, as
-// a resend could apply it twice (design §5.8).
+// a resend could apply it twice (docs/design.md §5.8).
 func (s *Store) writeError(op, key string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
