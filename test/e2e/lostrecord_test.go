@@ -214,7 +214,7 @@ func TestDeletedEpochKeyUnderAPausedHolder(t *testing.T) {
 // record is intact and its holder paused. Before, the successor said the lease's
 // record "was lost", went to 1000 and superseded abi.epoch.999 but never abi.epoch.1,
 // which A's stalled write checks: it committed over B's acknowledged write. Now the
-// advance supersedes every live check subject, and the log says the record is intact.
+// record is repaired from its check subjects and the advance supersedes every live one.
 func TestStoreEpochAheadOfAnIntactRecord(t *testing.T) {
 	_, b := pausedHolderTampered(t, func(ctx context.Context, js jetstream.JetStream) {
 		kv, err := js.KeyValue(ctx, "ABI_KV")
@@ -225,15 +225,11 @@ func TestStoreEpochAheadOfAnIntactRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	b.waitLog("although the lease's epoch record is intact", time.Second)
-	// Repaired, and reported: /readyz fails and /status says why while B holds the lease.
-	if code, body, err := b.get("/readyz"); err != nil || code != 503 || !strings.Contains(body, "intact epoch record") {
-		t.Errorf("B's /readyz after the repair: %d %q (%v), want 503 naming the store ahead of the intact record", code, body, err)
-	}
-	if _, body, err := b.get("/status"); err != nil || !strings.Contains(body, "not below the lease's intact epoch record") {
-		t.Errorf("B's /status after the repair: %q (%v), want not_ready naming it", body, err)
-	}
-	if strings.Contains(b.out.String(), "was lost") {
-		t.Errorf("B says the lease's record was lost; it was intact:\n%s", b.out.String())
-	}
+	// abi.epoch names 999 with no check message on abi.epoch.999: the store's record
+	// was rewritten, and it is repaired from its check subjects (a warning naming what
+	// was found) before the advance supersedes every live check, A's included. A store
+	// genuinely ahead (a check message at 999, which only an engine writes) takes the
+	// ownership's path instead: TestStoreAheadBumpsPastTheStore and the chaos scenario
+	// tamper cover it.
+	b.waitLog("repaired from its check subjects", time.Second)
 }
