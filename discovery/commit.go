@@ -129,6 +129,7 @@ func (s *Service) attempt(batch []*mutation, now float64) error {
 	if !changed {
 		return nil
 	}
+	s.dropRecord(st)
 	data, err := proto.Marshal(st)
 	if err != nil {
 		return err
