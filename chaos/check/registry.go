@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// ModuleCall is one call of the discovery scenario's module traffic: a register or
-// renew of an instance, or a read (get_module of a module, list_modules of them all)
+// ModuleCall is one call of the discovery scenario's module traffic: a register, renew
+// or unregister of an instance, or a read (get_module of a module, list_modules of them all)
 // and the instance ids it returned, duplicates kept.
 type ModuleCall struct {
 	Op string
@@ -25,8 +25,8 @@ type ModuleCall struct {
 // read reports whether c is a lookup.
 func (c ModuleCall) read() bool { return c.Op == "get_module" || c.Op == "list_modules" }
 
-// write reports whether c is a register or renew.
-func (c ModuleCall) write() bool { return c.Op == "register" || c.Op == "renew" }
+// write reports whether c is a register, renew or unregister.
+func (c ModuleCall) write() bool { return c.Op == "register" || c.Op == "renew" || c.Op == "unregister" }
 
 // RegistryKept checks the module registry over a history of module calls: instances
 // maps every instance the traffic registered to its module, lease is the registry's
@@ -34,11 +34,12 @@ func (c ModuleCall) write() bool { return c.Op == "register" || c.Op == "renew" 
 //   - return every instance of what it read whose last successful register or renew
 //     completed before the read was sent and was sent less than a lease before the read
 //     completed (its record was committed before the read and expires no sooner than
-//     that renewal's send plus the lease), less tolerance: else the instance vanished;
+//     that renewal's send plus the lease), less tolerance: else the instance vanished
+//     (an instance whose last such call was a successful unregister may be missing);
 //   - return no instance id twice (one register applied twice) and none the traffic
 //     never registered.
 func RegistryKept(calls []ModuleCall, instances map[string]string, lease, tolerance time.Duration) Result {
-	// The successful writes of each instance, by completion.
+	// The successful registers, renews and unregisters of each instance, by completion.
 	writes := map[string][]ModuleCall{}
 	for _, c := range calls {
 		if c.write() && c.Err == "" {
@@ -88,6 +89,9 @@ func RegistryKept(calls []ModuleCall, instances map[string]string, lease, tolera
 				continue
 			}
 			w := ws[i]
+			if w.Op == "unregister" {
+				continue
+			}
 			if r.Complete.Add(tolerance).Before(w.Invoke.Add(lease)) {
 				v.add("%s invoked %s completed %s missed instance %s, whose %s sent %s completed %s keeps it until at least %s: a renewed instance vanished",
 					what, stamp(r.Invoke), stamp(r.Complete), id, w.Op, stamp(w.Invoke), stamp(w.Complete), stamp(w.Invoke.Add(lease)))

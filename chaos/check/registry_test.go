@@ -32,6 +32,10 @@ func TestRegistryKept(t *testing.T) {
 		{"expired after the lease may be missed", []ModuleCall{
 			{Op: "get_module", Module: "m.a", Invoke: at(2500), Complete: at(2510), Seen: []string{"a1"}},
 		}, ""},
+		{"unregistered", []ModuleCall{
+			{Op: "unregister", Instance: "a1", Invoke: at(1100), Complete: at(1110)},
+			{Op: "get_module", Module: "m.a", Invoke: at(1200), Complete: at(1210), Seen: []string{"a2"}},
+		}, ""},
 		{"a failed read judges nothing", []ModuleCall{
 			{Op: "get_module", Module: "m.a", Invoke: at(500), Complete: at(510), Err: "timeout"},
 		}, ""},
