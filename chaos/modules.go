@@ -42,7 +42,9 @@ const (
 )
 
 // discoveryLease is the modules' membership lease (nats.discovery.lease_seconds).
-func (h *harness) discoveryLease() time.Duration { return min(discoveryLeases*h.lease, 300*time.Second) }
+func (h *harness) discoveryLease() time.Duration {
+	return min(discoveryLeases*h.lease, 300*time.Second)
+}
 
 // moduleTraffic is the module traffic of a run: its owner is the harness, whose
 // teardown stops it.

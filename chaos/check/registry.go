@@ -26,7 +26,9 @@ type ModuleCall struct {
 func (c ModuleCall) read() bool { return c.Op == "get_module" || c.Op == "list_modules" }
 
 // write reports whether c is a register, renew or unregister.
-func (c ModuleCall) write() bool { return c.Op == "register" || c.Op == "renew" || c.Op == "unregister" }
+func (c ModuleCall) write() bool {
+	return c.Op == "register" || c.Op == "renew" || c.Op == "unregister"
+}
 
 // RegistryKept checks the module registry over a history of module calls: instances
 // maps every instance the traffic registered to its module, lease is the registry's
