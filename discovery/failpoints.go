@@ -8,8 +8,9 @@ import (
 )
 
 // The registry's fail points: each is a bug the chaos scenario discovery is there to
-// catch (docs/chaos.md). In a build without the tag failpoints failpoint.On is a
-// constant false, and both are folded away.
+// catch (docs/chaos.md). Their callers call them only when failpoint.Enabled, a
+// constant false without the tag failpoints, so a release binary has neither
+// (TestReleaseBinaryHasNoFailpoints).
 
 // dropRecordEvery is how often drop-registry-record strikes: one write in so many, so
 // that the registry mostly works and the loss shows as one instance gone at a time.
