@@ -238,14 +238,19 @@ func (mt *moduleTraffic) close() (ended []string, err error) {
 	}
 	mt.closed = true
 	mt.mu.Unlock()
-	var errs []error
-	for _, s := range mt.sessions {
+	// At once: with no engine serving, each unregister waits out the client's resends.
+	errs := make([]error, len(mt.sessions))
+	var wg sync.WaitGroup
+	for i, s := range mt.sessions {
 		if e := s.Err(); e != nil {
 			ended = append(ended, e.Error())
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(mt.h.ctx), 10*time.Second)
-		errs = append(errs, s.Close(ctx))
-		cancel()
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(mt.h.ctx), 10*time.Second)
+			defer cancel()
+			errs[i] = s.Close(ctx)
+		})
 	}
+	wg.Wait()
 	return ended, errors.Join(errs...)
 }
