@@ -43,6 +43,18 @@ type Status struct {
 	ActorPanics uint64 `json:"actor_panics"`
 	// NotReady says why /readyz answers 503; empty when it answers 200.
 	NotReady string `json:"not_ready,omitempty"`
+	// Discovery is the module registry this engine hosts while it serves; nil when
+	// nats.discovery is off.
+	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
+}
+
+// DiscoveryStatus is the module registry in GET /status (docs/discovery.md).
+type DiscoveryStatus struct {
+	Project string `json:"project"`
+	// Instances counts the registry's live instances as this engine last read or wrote
+	// it, the metric abi_engine_discovery_instances: 0 on an engine that does not serve
+	// it (a standby) or has not read it yet.
+	Instances int `json:"instances"`
 }
 
 // BackendStatus is one backend in GET /status.
@@ -126,6 +138,12 @@ func (e *Engine) status() Status {
 				b.Up, b.Error = false, err.Error()
 			}
 			s.Backends = append(s.Backends, b)
+		}
+	}
+	if d := e.cfg.NATS.Discovery; d != nil {
+		s.Discovery = &DiscoveryStatus{Project: d.Project}
+		if set != nil && set.discovery != nil {
+			s.Discovery.Instances = set.discovery.Service().LiveInstances()
 		}
 	}
 	if own != nil {

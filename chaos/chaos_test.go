@@ -128,7 +128,7 @@ const ciSeed = 20260101
 
 // everyEngineAnswers are the scenarios in which every engine serves in turn, so each
 // must have answered calls: a cycle whose engine answered none judged nothing.
-var everyEngineAnswers = map[string]bool{"rolling-deploy": true, "kill-holder": true}
+var everyEngineAnswers = map[string]bool{"rolling-deploy": true, "kill-holder": true, "discovery": true}
 
 // TestCISelection runs every scenario's short schedule with a fixed seed; -short leaves
 // out the 3-node cluster, whose start alone can take ten seconds.
@@ -225,7 +225,7 @@ func (nameOnly) Model() *check.Model { return nil }
 
 func TestScenariosAndCommand(t *testing.T) {
 	names := Names()
-	want := []string{"rolling-deploy", "kill-holder", "pause-holder", "zombie-write", "partition", "clock-skew", "handover", "broker-restart", "actor-kills", "foreign-value", "tamper", "cluster-node-loss"}
+	want := []string{"rolling-deploy", "kill-holder", "pause-holder", "zombie-write", "partition", "clock-skew", "handover", "broker-restart", "actor-kills", "foreign-value", "tamper", "discovery", "cluster-node-loss"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("scenarios %v, want %v", names, want)
 	}

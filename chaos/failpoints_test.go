@@ -151,3 +151,22 @@ func TestSkipSuccessorFailsZeroFailures(t *testing.T) {
 	}
 	t.Logf("with skip-successor and the retry off: %s", zf.Summary)
 }
+
+// The registry's fail points, on every engine of the discovery scenario: a record lost
+// on write shows as a renewed instance missing from a read, a register stored twice as
+// one instance id returned twice.
+func TestDropRegistryRecordFailsRegistryKept(t *testing.T) {
+	fp := Failpoints{Holder: "drop-registry-record", Others: "drop-registry-record"}
+	rep := failed(t, "discovery", Options{Failpoints: fp}, "registry-kept")
+	if c := checkNamed(rep, "registry-kept"); !strings.Contains(strings.Join(c.Details, "\n"), "a renewed instance vanished") {
+		t.Fatalf("registry-kept failed otherwise than by a vanished instance: %v", c.Details)
+	}
+}
+
+func TestRegisterTwiceFailsRegistryKept(t *testing.T) {
+	fp := Failpoints{Holder: "register-twice", Others: "register-twice"}
+	rep := failed(t, "discovery", Options{Failpoints: fp}, "registry-kept")
+	if c := checkNamed(rep, "registry-kept"); !strings.Contains(strings.Join(c.Details, "\n"), "one register applied more than once") {
+		t.Fatalf("registry-kept failed otherwise than by a register applied twice: %v", c.Details)
+	}
+}

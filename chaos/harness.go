@@ -67,6 +67,8 @@ type harness struct {
 	// for none (protobuf.go).
 	secret     []byte
 	secretPath string
+	// modules is the discovery scenario's module traffic (modules.go); nil in others.
+	modules *moduleTraffic
 }
 
 func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
@@ -379,6 +381,14 @@ func (h *harness) holderAt(t time.Time) string {
 // teardown stops everything the run started, in order: traffic, engines, proxies,
 // the observer, the connection, the broker. It is safe after a failed setup.
 func (h *harness) teardown() {
+	h.mu.Lock()
+	mt := h.modules
+	h.mu.Unlock()
+	if mt != nil {
+		if _, err := mt.close(); err != nil {
+			h.logf("modules: %v", err)
+		}
+	}
 	if err := h.stopTraffic(); err != nil {
 		h.logf("traffic: %v", err)
 	}

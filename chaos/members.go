@@ -333,7 +333,7 @@ func (h *harness) processConfig(rollout, httpAddr string) string {
     drain_seconds: %d
     standby_timeout_seconds: 600
     lease_replicas: %d
-services:
+%sservices:
   keyvalue: %s
   object_storage: {adapter: jetstream}
 http:
@@ -341,7 +341,16 @@ http:
 log:
   level: info
   format: json
-`, h.url, h.secretPath, rollout, h.lease.Seconds(), drainSeconds, h.replicas, h.keyValueYAML(), httpAddr)
+`, h.url, h.secretPath, rollout, h.lease.Seconds(), drainSeconds, h.replicas, h.discoveryYAML(), h.keyValueYAML(), httpAddr)
+}
+
+// discoveryYAML is the nats.discovery of an engine process: the module registry, in
+// the scenarios that host it.
+func (h *harness) discoveryYAML() string {
+	if !h.sc.Discovery {
+		return ""
+	}
+	return fmt.Sprintf("  discovery: {project: %q, lease_seconds: %g}\n", discoveryProject, h.discoveryLease().Seconds())
 }
 
 // keyValueYAML is the services.keyvalue of an engine process.

@@ -35,10 +35,10 @@ func protobufWorkers(opts Options) int { return max(1, opts.Concurrency/2) }
 
 // secretFile writes the run's service token secret into the work directory, for the
 // engines' nats.jwt_secret_file: the options' secret, or a random one when only the
-// protobuf traffic needs one. "" when the run has none.
+// protobuf traffic or the discovery scenario needs one. "" when the run has none.
 func (h *harness) secretFile() (string, error) {
 	secret := h.opts.JWTSecret
-	if len(secret) == 0 && h.opts.Protobuf {
+	if len(secret) == 0 && (h.opts.Protobuf || h.sc.Discovery) {
 		secret = []byte(crand.Text() + crand.Text())
 	}
 	if len(secret) == 0 {

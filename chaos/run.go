@@ -125,7 +125,10 @@ type Scenario struct {
 	// wrote (its storage), so it runs only the kernel's workload (Options.Workload
 	// nil).
 	KeyValueOnly bool
-	run          func(*harness) error
+	// Discovery is true when the engines host the module registry (nats.discovery) and
+	// the run drives module traffic: the engines then require service tokens.
+	Discovery bool
+	run       func(*harness) error
 }
 
 // Scenarios lists every scenario, in the order CI runs them.
@@ -194,6 +197,13 @@ func Scenarios() []Scenario {
 			Processes:    true,
 			KeyValueOnly: true,
 			run:          tamper,
+		},
+		{
+			Name:        "discovery",
+			Description: "engine processes hosting the module registry hand over by SIGTERM and are SIGKILLed in turn while module instances renew through the Go module client and readers call get_module: no renewed instance may vanish from a read, no register may be applied twice",
+			Processes:   true,
+			Discovery:   true,
+			run:         discoveryScenario,
 		},
 		{
 			Name:        "cluster-node-loss",

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	pb "github.com/abi-engine/engine/proto/abi/discovery/v1"
 )
 
@@ -128,6 +129,9 @@ func (s *Service) attempt(batch []*mutation, now float64) error {
 	}
 	if !changed {
 		return nil
+	}
+	if failpoint.Enabled {
+		s.dropRecord(st)
 	}
 	data, err := proto.Marshal(st)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abi-engine/engine/internal/failpoint"
 	pb "github.com/abi-engine/engine/proto/abi/discovery/v1"
 )
 
@@ -48,6 +49,9 @@ type Config struct {
 	Admins []string
 	// WriteTimeout bounds each read and compare-and-swap of a write; 10 s by default.
 	WriteTimeout time.Duration
+	// Failpoints, in a build with the tag failpoints, makes the registry misbehave on
+	// purpose for the chaos harness (failpoints.go); nil for none.
+	Failpoints *failpoint.Set
 }
 
 // Service is the registry's logic over a Store. It is safe for concurrent use.
@@ -57,6 +61,7 @@ type Service struct {
 	now          Clock
 	admins       []string
 	writeTimeout time.Duration
+	fp           *failpoint.Set
 
 	mu      sync.Mutex
 	pending []*mutation // waiting for the writer, in arrival order
@@ -87,7 +92,7 @@ func New(store Store, cfg Config) (*Service, error) {
 			return nil, errors.New("discovery: admin identities must be named")
 		}
 	}
-	s := &Service{store: store, lease: lease, now: cfg.Clock, admins: slices.Clone(admins), writeTimeout: cfg.WriteTimeout}
+	s := &Service{store: store, lease: lease, now: cfg.Clock, admins: slices.Clone(admins), writeTimeout: cfg.WriteTimeout, fp: cfg.Failpoints}
 	if s.now == nil {
 		s.now = WallClock
 	}
@@ -202,6 +207,9 @@ func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest, owner s
 				},
 			}
 			st.Records = append(st.Records, rec)
+			if failpoint.Enabled {
+				s.registerTwice(st, rec)
+			}
 		}
 		ready(st)
 		return &pb.RegisterResponse{Instance: instanceCopy(rec), LeaseSeconds: s.remaining(rec.GetInstance(), now)}, nil

@@ -53,7 +53,16 @@ type Client struct {
 	project string
 	token   Token
 	timeout time.Duration
+	observe Observer
 }
+
+// Observer sees every call of a Client once its outcome is known: the operation, its
+// request, when it was sent and when its reply (or error) came, and its error. The
+// chaos harness records the calls of its module sessions with it.
+type Observer func(op string, req proto.Message, invoke, complete time.Time, err error)
+
+// Observe makes o see every call of c from now on. Call it before c is used.
+func (c *Client) Observe(o Observer) { c.observe = o }
 
 // Resends on "no responders": the SDK's window and pauses.
 const (
@@ -83,6 +92,17 @@ func (c *Client) Project() string { return c.project }
 // call sends req to op and decodes the reply into resp; an error in the reply is an
 // *Error.
 func (c *Client) call(ctx context.Context, op string, req, resp proto.Message) error {
+	if c.observe == nil {
+		return c.send(ctx, op, req, resp)
+	}
+	invoke := time.Now()
+	err := c.send(ctx, op, req, resp)
+	c.observe(op, req, invoke, time.Now(), err)
+	return err
+}
+
+// send is call without the observer.
+func (c *Client) send(ctx context.Context, op string, req, resp proto.Message) error {
 	tok, err := c.token()
 	if err != nil {
 		return fmt.Errorf("discovery %s: token: %w", op, err)

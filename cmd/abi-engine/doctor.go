@@ -58,7 +58,9 @@ the account meets on one lease (JetStream domains on leaf nodes: no engine serve
 without a lease the domain shows, no other domain holds a lease bucket, and several
 domains need nats.jetstream.domain); the server version (2.11 or newer for the epoch headers); the
 lease bucket ABI_ENGINE (history 1, file storage, no TTL, replicas against the cluster
-size); the jetstream adapters' data buckets; the server's ping_interval against the
+size); the jetstream adapters' data buckets; with nats.discovery, the module registry's
+bucket ABI_DISCOVERY_<project> (file storage, no TTL, history 1, the replicas of
+nats.engine.lease_replicas); the server's ping_interval against the
 lease (a half-open holder keeps its subscriptions until the broker's ping drops it);
 lazy fsync (sync_interval); the connection's round trip against lease/4; and, with
 --termination-grace, drain_seconds against the pod's terminationGracePeriodSeconds.
@@ -160,6 +162,7 @@ func (d *doctor) run(ctx context.Context) {
 	d.checkDomain(ctx)
 	d.checkLeaseBucket(ctx)
 	d.checkDataBuckets(ctx)
+	d.checkDiscoveryBucket(ctx)
 	d.server, d.serverErr = d.readServer(ctx)
 	d.checkPingInterval()
 	d.checkSync()

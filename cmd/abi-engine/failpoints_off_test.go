@@ -20,8 +20,9 @@ func TestRunRefusesFailpointsWithoutThem(t *testing.T) {
 }
 
 // failpointSymbols are names only fail-point code brings into a binary: the package
-// itself, and the fail-point types of the actors.
-var failpointSymbols = []string{"github.com/abi-engine/engine/internal/failpoint.", "actors.dropRenewalReply", "actors.rateClock"}
+// itself, the fail-point types of the actors and the discovery registry's fail points.
+var failpointSymbols = []string{"github.com/abi-engine/engine/internal/failpoint.", "actors.dropRenewalReply", "actors.rateClock",
+	"discovery.(*Service).dropRecord", "discovery.(*Service).registerTwice"}
 
 // symbols lists the symbols of the binary at path that contain one of subs.
 func symbols(t *testing.T, path string, subs []string) []string {

@@ -41,6 +41,9 @@
 //	                     unknown to the engine, though the store committed it
 //	clock-rate           =R: the lease timing's clock runs R times as fast as the
 //	                     real one
+//	drop-registry-record every tenth write of the discovery registry leaves out its
+//	                     first record, as a store that loses a record would
+//	register-twice       a register that creates an instance stores its record twice
 package failpoint
 
 // Name names a fail point.
@@ -58,6 +61,9 @@ const (
 	StallBeforeWrite  Name = "stall-before-write"
 	DropRenewalReply  Name = "drop-renewal-reply"
 	ClockRate         Name = "clock-rate"
+	// The discovery registry's (package discovery).
+	DropRegistryRecord Name = "drop-registry-record"
+	RegisterTwice      Name = "register-twice"
 )
 
 // EnvVar is the environment variable `abi-engine run` reads its fail points from (in

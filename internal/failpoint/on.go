@@ -19,7 +19,7 @@ const Enabled = true
 
 // known lists every fail point in the order String writes them.
 var known = []Name{SkipFencing, ReleaseBeforeJobs, ServeAfterRelease, SkipSuccessor, SkipLeaseCheck, SkipEpoch,
-	ResendUnknown, StallBeforeWrite, DropRenewalReply, ClockRate}
+	ResendUnknown, StallBeforeWrite, DropRenewalReply, ClockRate, DropRegistryRecord, RegisterTwice}
 
 // Set is the fail points switched on in one engine. The zero Set and a nil one switch
 // none on. It is read from any goroutine; only Notify changes it, before the engine
