@@ -488,6 +488,11 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		// The silence was judged by our lease, or by the holder's longer published one.
 		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for at least %s", lc.Lease), fields...)
 	case lease.EventStandingBy:
+		if lc.Hot && ev.Holder.RolloutID == lc.Me.RolloutID {
+			// A hot standby waits beside an engine of its own rollout (a replica).
+			log.Info("an engine of this rollout holds the engine lease: standing by (hot standby)", fields...)
+			return
+		}
 		log.Info("another rollout holds the engine lease: standing by", fields...)
 	case lease.EventRestored:
 		log.Warn("engine lease renewed again: serving", fields...)
