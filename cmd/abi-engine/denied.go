@@ -11,13 +11,19 @@ import (
 )
 
 // DeniedError is a publish or subscription the broker refused for want of a
-// permission: nothing was sent to anyone.
+// permission. A refused publish was sent to nobody: nothing ran.
 type DeniedError struct {
 	Operation string // "publish" or "subscription"
 	Subject   string
 }
 
 func (e *DeniedError) Error() string {
+	if e.Operation != "publish" {
+		// The request may have been published before the broker refused the
+		// subscription its reply needed.
+		return fmt.Sprintf("the broker refused this user's %s to %q (no permission for it; docs/security.md lists the permissions of each command): no reply can reach this command, so what it asked may have run",
+			e.Operation, e.Subject)
+	}
 	return fmt.Sprintf("nothing ran: the broker refused this user's %s to %q (no permission for it; docs/security.md lists the permissions of each command)",
 		e.Operation, e.Subject)
 }

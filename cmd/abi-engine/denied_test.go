@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // limitedBroker is a broker with two users: "all", who may do anything, and "limited",
@@ -62,5 +64,21 @@ func TestProcessCommandsWithoutPermissionFailAtOnce(t *testing.T) {
 	// The holder was neither asked nor evicted.
 	if st := eng.status(t); st.State != "serving" {
 		t.Errorf("the engine is %s after the refused commands, want serving", st.State)
+	}
+}
+
+// TestDeniedErrorReadsTheBroker: the broker's permission violations, publish and
+// subscription, name their subject; only a refused publish says nothing ran.
+func TestDeniedErrorReadsTheBroker(t *testing.T) {
+	pub := deniedError(fmt.Errorf("%w for Publish to \"abi.svc.keyvalue.v1.get\"", nats.ErrPermissionViolation))
+	if pub == nil || pub.Operation != "publish" || pub.Subject != "abi.svc.keyvalue.v1.get" || !strings.Contains(pub.Error(), "nothing ran") {
+		t.Errorf("publish: %+v (%v)", pub, pub)
+	}
+	sub := deniedError(fmt.Errorf("%w for Subscription to \"_INBOX.abc.*\"", nats.ErrPermissionViolation))
+	if sub == nil || sub.Operation != "subscription" || sub.Subject != "_INBOX.abc.*" || strings.Contains(sub.Error(), "nothing ran") {
+		t.Errorf("subscription: %+v (%v)", sub, sub)
+	}
+	if deniedError(nats.ErrTimeout) != nil {
+		t.Error("a timeout read as a permission violation")
 	}
 }
