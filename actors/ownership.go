@@ -467,8 +467,13 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		zap.Uint64("epoch", a.core.machine.Epoch())}
 	switch ev.Kind {
 	case lease.EventStandingBy, lease.EventRefused, lease.EventLost, lease.EventEvicted, lease.EventStandbyTimedOut:
-		if ev.Holder != (lease.Holder{}) {
+		switch {
+		case ev.Holder != (lease.Holder{}):
 			fields = append(fields, zap.String("holder", ev.Holder.String()))
+		case ev.Kind == lease.EventLost:
+			// Another engine created the lease before this one's create: the process's
+			// exit reads the lease and names it.
+			fields = append(fields, zap.String("holder", "unknown: another engine created the lease first"))
 		}
 	default:
 		fields = append(fields, zap.String("holder", lc.Me.String()))
