@@ -186,6 +186,9 @@ type Engine struct {
 
 	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
 	steppedDown, stepDownStay atomic.Bool
+	// steppingDown is set by the first step-down request: a second one, or one that
+	// meets an eviction, is answered NOT_SERVING rather than racing it.
+	steppingDown atomic.Bool
 
 	// the watch of the root's end (startWatch), which the engine stops and waits for
 	watchers      sync.WaitGroup

@@ -98,6 +98,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 		OnEvent:    e.metrics.leaseEvent,
 		Clock:      clock,
 		Failpoints: fp,
+		Auto:       e.cfg.NATS.Engine.Role == config.RoleAuto,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("engine: %w", err)

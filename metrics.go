@@ -9,6 +9,7 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
@@ -20,7 +21,8 @@ import (
 
 // metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (docs/design.md §4.5).
 type metrics struct {
-	e *Engine
+	e    *Engine
+	auto bool // the engine's role is auto: a refusal makes it a client
 
 	renewals       *prometheus.CounterVec
 	fences         prometheus.Counter
@@ -56,7 +58,8 @@ var allStates = []State{StateIdle, StateStandby, StateServing, StateFenced, Stat
 
 func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 	m := &metrics{
-		e: e,
+		e:    e,
+		auto: e != nil && e.cfg.NATS.Engine.Role == config.RoleAuto,
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_lease_renewals_total",
 			Help: "Lease renewals by result (ok, failed)."}, []string{"result"}),
 		fences: prometheus.NewCounter(prometheus.CounterOpts{Name: "abi_engine_lease_fences_total",
@@ -119,9 +122,15 @@ func buildInfo(e *Engine) prometheus.Collector {
 // asyncError is every connection's supervisor.ConnConfig.OnAsyncError.
 func (m *metrics) asyncError(sub *nats.Subscription, err error) { m.nats.asyncError(sub, err) }
 
-// leaseEvent counts a lease event (the ownership actor's OnEvent).
+// leaseEvent counts a lease event (the ownership actor's OnEvent). An auto engine
+// refused becomes a client: that is counted as event="client", so "refused", which
+// operations.md says to alert on, counts only engines that could not start.
 func (m *metrics) leaseEvent(ev lease.Event) {
-	m.leaseEvents.WithLabelValues(ev.Kind.String()).Inc()
+	kind := ev.Kind.String()
+	if ev.Kind == lease.EventRefused && m.auto {
+		kind = "client"
+	}
+	m.leaseEvents.WithLabelValues(kind).Inc()
 	switch ev.Kind {
 	case lease.EventRenewed:
 		m.renewals.WithLabelValues("ok").Inc()

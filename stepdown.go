@@ -73,13 +73,21 @@ func (c controlEngine) HandOver(ctx context.Context, t lease.Target, stay bool) 
 	if own == nil {
 		return errors.New("the engine has no lease")
 	}
-	e.mu.Lock()
-	if e.shutdown {
-		e.mu.Unlock()
-		return ErrShutDown
+	if !e.steppingDown.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: another step-down of this engine began first", control.ErrNotServing)
 	}
+	e.mu.Lock()
+	shutdown := e.shutdown
 	e.mu.Unlock()
+	if shutdown {
+		return fmt.Errorf("%w: it is already handing over (stopped, or stepping down)", control.ErrNotServing)
+	}
 	if err := own.HandTo(ctx, t); err != nil {
+		if !c.Serving() {
+			// Evicted, fenced or lost while the target was being set: nothing to hand over.
+			return fmt.Errorf("%w: it stopped serving as the step-down began (%s)", control.ErrNotServing, own.Status().State)
+		}
+		e.steppingDown.Store(false)
 		return err
 	}
 	e.stepDownStay.Store(stay)

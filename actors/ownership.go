@@ -55,6 +55,9 @@ type OwnershipConfig struct {
 	Clock Clock
 	// Failpoints hosts drop-renewal-reply (package failpoint); nil: none.
 	Failpoints *failpoint.Set
+	// Auto is an engine of role auto: a refusal makes it a client, a role change the
+	// engine logs itself (naming the holder), so the refusal is no warning here.
+	Auto bool
 }
 
 // Status is a snapshot of the ownership, safe to read from any goroutine.
@@ -464,8 +467,13 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		zap.Uint64("epoch", a.core.machine.Epoch())}
 	switch ev.Kind {
 	case lease.EventStandingBy, lease.EventRefused, lease.EventLost, lease.EventEvicted, lease.EventStandbyTimedOut:
-		if ev.Holder != (lease.Holder{}) {
+		switch {
+		case ev.Holder != (lease.Holder{}):
 			fields = append(fields, zap.String("holder", ev.Holder.String()))
+		case ev.Kind == lease.EventLost:
+			// Another engine created the lease before this one's create: the process's
+			// exit reads the lease and names it.
+			fields = append(fields, zap.String("holder", "unknown: another engine created the lease first"))
 		}
 	default:
 		fields = append(fields, zap.String("holder", lc.Me.String()))
@@ -485,6 +493,11 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 		// The silence was judged by our lease, or by the holder's longer published one.
 		log.Warn(fmt.Sprintf("took over the engine lease: no renewal for at least %s", lc.Lease), fields...)
 	case lease.EventStandingBy:
+		if lc.Hot && ev.Holder.RolloutID == lc.Me.RolloutID {
+			// A hot standby waits beside an engine of its own rollout (a replica).
+			log.Info("an engine of this rollout holds the engine lease: standing by (hot standby)", fields...)
+			return
+		}
 		log.Info("another rollout holds the engine lease: standing by", fields...)
 	case lease.EventRestored:
 		log.Warn("engine lease renewed again: serving", fields...)
@@ -499,11 +512,18 @@ func (a *ownershipActor) logEvent(ev lease.Event) {
 	case lease.EventFenced:
 		log.Error(fmt.Sprintf("engine lease not renewed for %s: stopped serving", lc.FenceAfter()), fields...)
 	case lease.EventLost:
-		log.Error("another engine took the engine lease", fields...)
+		// An eviction or a takeover is an operator's act or the lease doing its work:
+		// the engine stops as it should, and the holder is named.
+		log.Warn("another engine took the engine lease", fields...)
 	case lease.EventEvicted:
-		log.Error("the engine lease was changed by a write not ours: stopped serving", fields...)
+		log.Warn("the engine lease was changed by a write not ours: stopped serving", fields...)
 	case lease.EventRefused:
-		log.Error("another engine already serves this NATS account", fields...)
+		if a.core.cfg.Auto {
+			log.Debug("another engine already serves this NATS account", fields...)
+			return
+		}
+		// The guarantee at work: the second engine is refused and exits 3.
+		log.Warn("another engine already serves this NATS account", fields...)
 	case lease.EventStandbyTimedOut:
 		log.Error(fmt.Sprintf("no handover within %s", lc.StandbyTimeout), fields...)
 	case lease.EventHandedOff:

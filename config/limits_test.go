@@ -97,7 +97,7 @@ func TestDocumentLimits(t *testing.T) {
 			1, `nats.engine.rollout_id = "vvvv`, 1000},
 		{"a long value in the environment", "", map[string]string{EnvRolloutID: huge},
 			1, "500002 bytes, cut", 1000},
-		{"a long URL in the environment", "", map[string]string{EnvNATSURL: "x" + huge},
+		{"a long URL in the environment", "", map[string]string{EnvNATSURL: "http://x" + huge},
 			1, "bytes, cut", 2000},
 		{"a long unknown key", "nats:\n  ? " + huge + "\n  : 1\n", nil,
 			1, "vvv…", 1000},

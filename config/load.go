@@ -72,6 +72,7 @@ func parse(data []byte, path string, env func(string) string, overrides []Overri
 	if err := c.result(issues); err != nil {
 		return nil, err
 	}
+	c.NATS.URL = withNATSSchemes(c.NATS.URL)
 	return c, nil
 }
 
@@ -83,6 +84,7 @@ func (c *Config) Apply(overrides ...Override) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
+	next.NATS.URL = withNATSSchemes(next.NATS.URL)
 	*c = next
 	return nil
 }

@@ -197,7 +197,7 @@ func TestFlags(t *testing.T) {
 		flag, key string
 	}{
 		{RoleFlag("leader"), "--role", "nats.engine.role"},
-		{NATSURLFlag("localhost:4222"), "--nats", "nats.url"},
+		{NATSURLFlag("http://localhost:4222"), "--nats", "nats.url"},
 		{HTTPListenFlag("8080"), "--http", "http.listen"},
 	} {
 		t.Run("bad "+tc.flag, func(t *testing.T) {
@@ -328,5 +328,24 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNATSURLWithoutAScheme: host:port, as nats.go and the NATS tools read it, is
+// nats://host:port, in every element of a list, from a flag, the environment or a file.
+func TestNATSURLWithoutAScheme(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:4222":                  "nats://127.0.0.1:4222",
+		"a:4222, tls://b:4443,c":          "nats://a:4222, tls://b:4443,nats://c",
+		"nats://a:4222":                   "nats://a:4222",
+		"user:pass@nats.example.com:4222": "nats://user:pass@nats.example.com:4222",
+	} {
+		c, err := Parse(nil, nil, NATSURLFlag(in))
+		if err != nil {
+			t.Fatalf("--nats %s: %v", in, err)
+		}
+		if c.NATS.URL != want {
+			t.Errorf("--nats %s: nats.url %q, want %q", in, c.NATS.URL, want)
+		}
 	}
 }

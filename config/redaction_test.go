@@ -14,8 +14,8 @@ func TestAnInvalidNATSURLPrintsNoSecret(t *testing.T) {
 	for _, tc := range []struct{ url, secret string }{
 		{"nats://semi:SEC,RET@h:4222", "SEC"},
 		{"nats://semi:SE;CRET(x@h:99999", "CRET(x"},
-		{"semi:SE;CRET(x@h:4222", "CRET(x"},
-		{"t0ken-S3cret@nats.example.com", "S3cret"},
+		{"semi:SE;CRET(x@h:99999", "CRET(x"},
+		{"t0ken-S3cret@nats.example.com:0", "S3cret"},
 		{"nats://semi:" + long + "@h:99999", "L0ngL0ng"},
 	} {
 		c := Default()

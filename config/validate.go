@@ -445,6 +445,31 @@ func showPart(s, part string) string {
 	return quote(redact.URLList(part))
 }
 
+// withScheme is an element of nats.url with nats:// before it when it has no scheme,
+// as nats.go and the NATS tools read host:port.
+func withScheme(part string) string {
+	if part == "" || strings.Contains(part, "://") {
+		return part
+	}
+	return "nats://" + part
+}
+
+// withNATSSchemes is nats.url with nats:// before every element that has none, so that
+// everything reading it later (the log, status, doctor) sees the URL nats.go dials.
+func withNATSSchemes(s string) string {
+	parts := strings.Split(s, ",")
+	changed := false
+	for i, part := range parts {
+		if p := strings.TrimSpace(part); p != "" && !strings.Contains(p, "://") {
+			parts[i], changed = withScheme(p), true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return strings.Join(parts, ",")
+}
+
 // natsURLRule returns "" when s is a valid nats.url, else the rule naming the first
 // element that breaks it.
 func natsURLRule(s string) string {
@@ -457,7 +482,7 @@ func natsURLRule(s string) string {
 		if part == "" {
 			return rule + "; the list has an empty element"
 		}
-		u, err := url.Parse(part)
+		u, err := url.Parse(withScheme(part))
 		if err != nil || !natsSchemes[strings.ToLower(u.Scheme)] || u.Hostname() == "" {
 			return fmt.Sprintf("%s; %s is not one", rule, showPart(s, part))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ type Engine interface {
 	Serving() bool
 	// HandOver directs the next release to t and begins the handover (the same
 	// cascade as SIGTERM), then returns; stay keeps the process as a standby after it.
+	// An error matching ErrNotServing is a race lost (another step-down, an eviction):
+	// it is answered NOT_SERVING.
 	HandOver(ctx context.Context, t lease.Target, stay bool) error
 }
 
@@ -126,7 +129,13 @@ func (s *Server) handle(ctx context.Context, data []byte) StepDownReply {
 	if !ok {
 		return StepDownReply{Error: noStandby(req.To, len(standbys))}
 	}
-	if err := s.eng.HandOver(ctx, TargetFor(chosen, req.To), req.Stay); err != nil {
+	switch err := s.eng.HandOver(ctx, TargetFor(chosen, req.To), req.Stay); {
+	case errors.Is(err, ErrNotServing):
+		// A race lost to another step-down or an eviction: say what happened, so nobody
+		// "fixes" it by evicting the engine that now holds the lease.
+		return StepDownReply{Error: &Error{Code: CodeNotServing, Message: "engine " + s.instance + " no longer serves: " +
+			strings.TrimPrefix(err.Error(), ErrNotServing.Error()+": ") + "; this request changed nothing (abi-engine status shows the holder now)"}}
+	case err != nil:
 		return StepDownReply{Error: &Error{Code: "INTERNAL", Message: "could not begin the handover: " + err.Error()}}
 	}
 	return StepDownReply{Successor: &chosen}

@@ -34,7 +34,15 @@ abi-engine.yaml; the token's caller (sub) is --caller.
 The body is the JSON argument, or with - standard input, or with @FILE the file's
 content (for a body over the 128 KiB an argument may hold). Bytes members (value,
 content, data) are base64 strings: one that is not is refused naming it, before
-anything is sent (exit 2).`,
+anything is sent (exit 2).
+
+Before it sends, call asks the engine that answers which operations the service has
+($SRV.INFO.SERVICE): an operation or a service no engine offers is refused at once,
+naming the valid ones (exit 2). The kernel services and their operations:
+
+` + kernelHelp() + `
+A call the broker refuses for want of a permission fails at once naming the subject:
+nothing ran.`,
 		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
   abi-engine call keyvalue get '{"key":"greeting"}'
   abi-engine call keyvalue list_keys '{"prefix":"user:","limit":100}'
@@ -72,9 +80,17 @@ anything is sent (exit 2).`,
 			if err != nil {
 				return usageError(&flagError{err})
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			watched, side, stop := whenDenied(cmd.Context(), nc)
+			defer stop()
+			if err := checkOperation(side, nc, args[0], args[1]); err != nil {
+				return usageError(err)
+			}
+			ctx, cancel := context.WithTimeout(watched, timeout)
 			defer cancel()
 			reply, err := t.Request(ctx, subject, payload, nil)
+			if d := denied(ctx); d != nil {
+				return runtimeError(d)
+			}
 			if err != nil {
 				return c.callFailed(err)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 func (c *cli) evictCommand() *cobra.Command {
-	var natsURL string
+	var natsURL, instance string
 	var force bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -24,47 +25,68 @@ func (c *cli) evictCommand() *cobra.Command {
 step down (as abi-engine step-down does) and waits for a successor. With --force it
 deletes the lease by compare-and-swap on the revision it read: a standby takes the lease
 at once and moves the epoch on, so the evicted holder's next renewal fails, it fences
-and ends as lost, and the shared backends refuse its writes.
+and ends as lost, and the shared backends refuse its writes. --instance ID names the
+holder meant (as abi-engine status shows it): when another engine holds the lease by
+then, nothing is deleted.
 
 Exit codes: 0 evicted (or handed over); 3 without --force, no standby qualifies; 1
 otherwise (without --force, a holder that does not answer: use --force).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if instance != "" && !force {
+				return usageError(&flagError{errors.New("--instance goes with --force: without it, evict asks the holder the lease names")})
+			}
 			if !force {
 				return c.stepDown(cmd, natsURL, control.StepDownRequest{}, timeout)
 			}
-			return c.forceEvict(cmd, natsURL)
+			return c.forceEvict(cmd, natsURL, instance)
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
 	cmd.Flags().BoolVar(&force, "force", false, "delete the lease at the revision read, without asking the holder")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultHandoverTimeout, "without --force: how long to wait for the successor")
+	cmd.Flags().StringVar(&instance, "instance", "", "with --force: the instance id of the holder to evict; refused, nothing deleted, when the lease names another")
 	return cmd
 }
 
-// forceEvict deletes the lease at the revision it read.
-func (c *cli) forceEvict(cmd *cobra.Command, natsURL string) error {
+// forceEvict deletes the lease at the revision it read, when it names instance (any
+// holder when instance is "").
+func (c *cli) forceEvict(cmd *cobra.Command, natsURL, instance string) error {
 	b, err := c.brokerFor(cmd, natsURL)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
-	defer cancel()
 	nc, err := connect(b, "abi-engine evict")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	watched, _, stop := whenDenied(cmd.Context(), nc)
+	defer stop()
+	ctx, cancel := context.WithTimeout(watched, b.Timeout)
+	defer cancel()
 	kv, err := leaseKV(ctx, nc, b.Domain)
+	if d := denied(ctx); d != nil {
+		return runtimeError(d)
+	}
 	if err != nil {
 		return runtimeError(err)
 	}
 	e, err := kv.Get(ctx, jetstreamstore.Key)
+	if d := denied(ctx); d != nil {
+		return runtimeError(d)
+	}
 	if err != nil {
 		return runtimeError(fmt.Errorf("read the engine lease: %w (a free lease needs no eviction)", err))
 	}
 	h := lease.DecodeHolder(e.Value())
+	if instance != "" && h.InstanceID != instance {
+		return runtimeError(fmt.Errorf("the lease is held by %s, not by %s (revision %d): nothing was deleted; run abi-engine status", h, instance, e.Revision()))
+	}
 	err = kv.Delete(ctx, jetstreamstore.Key, jetstream.LastRevision(e.Revision()))
+	if d := denied(ctx); d != nil {
+		return runtimeError(d)
+	}
 	switch jserr.Classify(err) {
 	case jserr.Committed:
 	case jserr.Conflict, jserr.Undecided:

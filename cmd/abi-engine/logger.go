@@ -17,7 +17,8 @@ import (
 // sampling: every lease event (fenced, lost, standby timed out) is logged, however many
 // come in a second. Every line is redacted on its way out: the engine redacts the URLs
 // it logs, and this catches a secret in a message of a library or in a field nobody
-// thought of.
+// thought of. No line up to ERROR carries a Go stack trace: an operator's log says what
+// happened and to whom; a stack says nothing to them (a panic's line carries its own).
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
@@ -43,7 +44,7 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	}
 	out := zapcore.Lock(zapcore.AddSync(redact.Writer(w)))
 	core := zapcore.NewCore(encoder, out, zap.NewAtomicLevelAt(lvl))
-	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zap.ErrorLevel), zap.ErrorOutput(out)), nil
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zap.DPanicLevel), zap.ErrorOutput(out)), nil
 }
 
 // isTerminal reports whether w is a terminal. (A character device is not enough:

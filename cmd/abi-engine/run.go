@@ -251,7 +251,7 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 	case <-stop.first:
 	case <-eng.Done():
 		if err := eng.Err(); err != nil {
-			return endedError(err)
+			return endedError(nameLostHolder(ctx, cfg, eng, err))
 		}
 		if sd, ok := eng.(steppable); ok && sd.SteppedDown() {
 			// abi-engine step-down ran the handover (stepdown.go): a clean end.

@@ -55,23 +55,34 @@ func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownR
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	defer cancel()
 	nc, err := connect(b, "abi-engine step-down")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	watched, _, stop := whenDenied(cmd.Context(), nc)
+	defer stop()
+	ctx, cancel := context.WithTimeout(watched, timeout)
+	defer cancel()
 	holder, err := servingHolder(ctx, nc, b)
+	if d := denied(ctx); d != nil {
+		return runtimeError(d)
+	}
 	if err != nil {
 		return err
 	}
 	kv, err := leaseKV(ctx, nc, b.Domain)
+	if d := denied(ctx); d != nil {
+		return runtimeError(d)
+	}
 	if err != nil {
 		return runtimeError(err)
 	}
 	// Watch before asking, so the successor's write cannot be missed.
 	w, err := kv.Watch(ctx, jetstreamstore.Key, jetstream.UpdatesOnly())
+	if d := denied(ctx); d != nil {
+		return runtimeError(d)
+	}
 	if err != nil {
 		return runtimeError(fmt.Errorf("watch the engine lease: %w", err))
 	}
@@ -81,17 +92,26 @@ func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownR
 	reqCtx, cancelReq := context.WithTimeout(ctx, b.Timeout+control.RollCallWindow)
 	successor, err := control.RequestStepDown(reqCtx, nc, holder.InstanceID, req)
 	cancelReq()
-	switch {
+	switch d := denied(ctx); {
+	case d != nil:
+		return runtimeError(d)
 	case errors.Is(err, control.ErrNoStandby):
 		return &exitError{code: exitServing, err: fmt.Errorf("%s keeps serving: %w", holder, err)}
+	case errors.Is(err, control.ErrNotServing):
+		// Another step-down or an eviction came first: the lease may already be another
+		// engine's, which an eviction would hit.
+		return runtimeError(err)
 	case err != nil:
-		return runtimeError(fmt.Errorf("%w; for a holder that is wedged or gone: abi-engine evict --force", err))
+		return runtimeError(fmt.Errorf("%w; for a holder that is wedged or gone: abi-engine evict --force --instance %s", err, holder.InstanceID))
 	}
 	want := control.TargetFor(successor, req.To)
 	fmt.Fprintf(c.stdout, "%s is handing over to %s\n", holder.InstanceID, want)
 	for {
 		select {
 		case <-ctx.Done():
+			if d := denied(ctx); d != nil {
+				return runtimeError(d)
+			}
 			return runtimeError(fmt.Errorf("no successor holds the lease within %s (the handover to %s was begun; abi-engine status shows where it is)", timeout, want))
 		case e := <-w.Updates():
 			if e == nil || e.Operation() != jetstream.KeyValuePut {

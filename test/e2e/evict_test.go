@@ -121,8 +121,8 @@ func TestEvictForceOnAStoppedHolder(t *testing.T) {
 	if code := a.exitCode(5 * lease); code != 1 {
 		t.Fatalf("A exited %d after SIGCONT, want 1 (lost)", code)
 	}
-	if out := a.out.String(); !strings.Contains(out, "another engine took the engine lease") {
-		t.Fatalf("A did not end as lost:\n%s", out)
+	if out := a.out.String(); !strings.Contains(out, "another engine took the engine lease: "+idB) {
+		t.Fatalf("A did not end as lost to B, named:\n%s", out)
 	}
 	got, found, err := kv.Get(ctx, "zombie")
 	if err != nil || !found || string(got) != "from B" {
