@@ -304,6 +304,7 @@ func (w *walker) inspect(n *yaml.Node, t reflect.Type, path string) {
 	seen := make(map[string]int)
 	var merges []*yaml.Node
 	mergeLine := 0
+	unknown := 0 // the line of the mapping's first unknown key
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.AliasNode && k.Alias != nil {
@@ -337,7 +338,15 @@ func (w *walker) inspect(n *yaml.Node, t reflect.Type, path string) {
 			if where == "" {
 				where = "the top level"
 			}
-			w.add(key, "", fmt.Sprintf("unknown key; %s takes %s", where, names), k.Line)
+			// The keys the mapping takes are listed once: a document of many unknown
+			// keys still gives a message one can read.
+			msg := fmt.Sprintf("unknown key; %s takes %s", where, names)
+			if unknown > 0 {
+				msg = fmt.Sprintf("unknown key; %s takes the keys listed at line %d", where, unknown)
+			} else {
+				unknown = k.Line
+			}
+			w.add(key, "", msg, k.Line)
 			w.drop(n.Content[i])
 			continue
 		}
