@@ -152,3 +152,21 @@ func TestAdoptOverADeletedRecordWithNoChecks(t *testing.T) {
 		t.Fatalf("ReadEpoch = %+v, %v; want %+v", got, err, one)
 	}
 }
+
+// An adopter that read no record, and sweeps after another adopted the same epoch from
+// none (the race between its read of B and its sweep), leaves that epoch's check as it
+// is: before, it marked B.1 as superseded by 1, a marker no read can follow, and every
+// later adoption failed naming it.
+func TestSweepNeverMarksItsOwnEpoch(t *testing.T) {
+	ctx, _, r := newRecord(t)
+	one, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sweep(ctx, 1, 0); err != nil {
+		t.Fatalf("sweep to 1 over 1's own check: %v", err)
+	}
+	if got, err := r.ReadEpoch(ctx); err != nil || got != one {
+		t.Fatalf("ReadEpoch after the sweep = %+v, %v; want %+v", got, err, one)
+	}
+}

@@ -52,7 +52,10 @@ func (r *Record) sweep(ctx context.Context, n, skip uint64) error {
 		return &epoch.StaleError{Store: "epoch record " + r.base, Epoch: n, Current: ahead}
 	}
 	for _, k := range live {
-		if k == skip {
+		// n's own check is never marked as superseded by n: an adopter that raced
+		// another to n from none would leave a marker naming its own subject, which no
+		// read can follow.
+		if k == skip || k >= n {
 			continue
 		}
 		if err := r.supersede(ctx, k, n); err != nil {
