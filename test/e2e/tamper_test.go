@@ -14,6 +14,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -80,13 +81,9 @@ func (w *ackedWriter) ackedBy(inst string) int {
 // waitAcked waits until inst has acknowledged at least n writes.
 func (w *ackedWriter) waitAcked(t testing.TB, inst string, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for w.ackedBy(inst) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s acknowledged %d writes within %s, want %d", inst, w.ackedBy(inst), within, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, within, fmt.Sprintf("instance %s to acknowledge %d writes", inst, n), func() bool {
+		return w.ackedBy(inst) >= n
+	})
 }
 
 // lost reads back every acknowledged write sent at or after since and returns how many
