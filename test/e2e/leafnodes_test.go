@@ -13,6 +13,7 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -161,21 +162,20 @@ func TestLeafNodesStartedTogetherServeOnce(t *testing.T) {
 // exitOrState waits until the process exits (it returns "exited") or its state is want.
 func (p *proc) exitOrState(want string, within time.Duration) string {
 	p.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	got := ""
+	testwait.For(p.t, within, fmt.Sprintf("%s to exit or reach state %s", p.name, want), func() bool {
 		select {
 		case <-p.exited:
-			return "exited"
+			got = "exited"
+			return true
 		default:
 		}
 		if _, body, err := p.get("/status"); err == nil && strings.Contains(body, `"state": "`+want+`"`) {
-			return want
+			got = want
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s neither exited nor reached state %s within %s", p.name, want, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got != ""
+	})
+	return got
 }
 
 // TestLeafNodesHandOver: with the hub's domain named, a rolling deploy from an engine on
