@@ -179,24 +179,34 @@ func serveObjects(t *testing.T, nc *nats.Conn, st *store, instance string) {
 // the instance header, and the error envelope with its code header on failure.
 func serve(t *testing.T, nc *nats.Conn, st *store, service, instance string, handlers map[string]func([]byte) (any, *protocol.Error)) {
 	t.Helper()
+	// One subscription for every operation: calls of one connection are then handled in
+	// the order they were sent, so a set a cancelled context interrupted in flight is
+	// handled before the cleanup's delete of its key (with a subscription per operation,
+	// each with its own goroutine, the delete could overtake it and the key survive).
+	byOp := make(map[string]func([]byte) (any, *protocol.Error), len(handlers))
 	for op, h := range handlers {
-		sub, err := nc.QueueSubscribe(protocol.ServiceSubject(service, op), "q", func(m *nats.Msg) {
-			reply := nats.NewMsg(m.Reply)
-			reply.Header.Set(protocol.HeaderInstance, instance)
-			out, perr := h(m.Data)
-			if perr != nil {
-				reply.Header.Set(protocol.HeaderErrorCode, string(perr.Code))
-				out = protocol.Envelope{Error: perr}
-			}
-			reply.Data, _ = json.Marshal(out)
-			st.count()
-			_ = m.RespondMsg(reply)
-		})
-		if err != nil {
-			t.Fatalf("subscribe %s: %v", op, err)
-		}
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		byOp[protocol.ServiceSubject(service, op)] = h
 	}
+	sub, err := nc.QueueSubscribe(protocol.ServicePrefix+service+".v1.*", "q", func(m *nats.Msg) {
+		h, ok := byOp[m.Subject]
+		if !ok {
+			return // an operation this fake does not serve: the caller sees a timeout
+		}
+		reply := nats.NewMsg(m.Reply)
+		reply.Header.Set(protocol.HeaderInstance, instance)
+		out, perr := h(m.Data)
+		if perr != nil {
+			reply.Header.Set(protocol.HeaderErrorCode, string(perr.Code))
+			out = protocol.Envelope{Error: perr}
+		}
+		reply.Data, _ = json.Marshal(out)
+		st.count()
+		_ = m.RespondMsg(reply)
+	})
+	if err != nil {
+		t.Fatalf("subscribe %s: %v", service, err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := nc.Flush(); err != nil {
 		t.Fatalf("flush: %v", err)
 	}

@@ -29,7 +29,9 @@ import (
 //
 // Before the run, the "get" workloads seed the key space, and a failure there is
 // Run's error. After it, cfg.Cleanup deletes the key space even when ctx has ended, each
-// call bounded by cfg.Timeout. A failed cleanup returns the report together with an
+// call bounded by cfg.Timeout. A write that ctx interrupted was already sent: a server
+// that handles each operation on its own subscription may apply it after the cleanup's
+// delete of its key, which then stays. A failed cleanup returns the report together with an
 // error. The report's aggregates cover the measured run only; its History (unless
 // WithoutHistory) holds the seeding and cleanup calls too, marked Setup.
 //
