@@ -15,7 +15,8 @@ import (
 const benchInstance = "0123456789abcdef0123456789abcdef"
 
 func (c *cli) benchCommand() *cobra.Command {
-	var natsURL, jsonPath string
+	var conn connFlags
+	var jsonPath string
 	var raw bool
 	var tokens tokenFlags
 	rounds := 1
@@ -50,7 +51,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			if rounds < 1 {
 				return usageError(&flagError{fmt.Errorf("--rounds %d must be at least 1", rounds)})
 			}
-			br, err := c.brokerFor(cmd, natsURL)
+			br, err := c.brokerFor(cmd, &conn)
 			if err != nil {
 				return err
 			}
@@ -60,7 +61,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			signed, err := tokens.options(cmd, br)
+			signed, err := tokens.options(br)
 			if err != nil {
 				return err
 			}
@@ -92,7 +93,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&natsURL, "nats", "", "NATS URL (default: ABI_NATS_URL, else the config's nats.url, else the embedded broker's address)")
+	conn.add(cmd)
 	f.StringVar(&cfg.Service, "service", cfg.Service, "keyvalue or object_storage")
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "set-get, get, set, mixed (keyvalue); put-get, get, put (object_storage)")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "workers, each with one call in flight")
