@@ -50,7 +50,7 @@ it says so on standard error and waits for one.`,
 			if watch {
 				err := watchLease(watched, nc, b.Domain, c.stdout, c.stderr, redact.String(b.URL), asJSON)
 				if d := denied(watched); d != nil {
-					return runtimeError(d)
+					return runtimeError(readDenied(d))
 				}
 				if err != nil {
 					return runtimeError(fmt.Errorf("watch the engine lease on %s: %w", redact.String(b.URL), err))
@@ -61,7 +61,7 @@ it says so on standard error and waits for one.`,
 			defer cancel()
 			st, err := readLease(ctx, nc, b.Domain)
 			if d := denied(ctx); d != nil {
-				return runtimeError(d)
+				return runtimeError(readDenied(d))
 			}
 			if err != nil {
 				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(b.URL), err))
@@ -268,4 +268,12 @@ func writeJSON(w io.Writer, v any) error {
 		return runtimeError(err)
 	}
 	return nil
+}
+
+// readDenied is a refusal met by status, which only reads: whatever was refused,
+// nothing was changed (a refused subscription's "may have run" is for commands that
+// ask for something).
+func readDenied(d *DeniedError) error {
+	return fmt.Errorf("the broker refused this user's %s to %q (no permission for it; docs/security.md lists the permissions of each command): status only reads, nothing was changed",
+		d.Operation, d.Subject)
 }
