@@ -108,3 +108,20 @@ func TestChaosScenarioRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosJSON: chaos --json prints the report as JSON, the scenario and its verdict
+// in it, instead of the table.
+func TestChaosJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs engines for seconds")
+	}
+	r := runCLI(t, nil, "chaos", "--scenario", "foreign-value", "--seed", "3", "--json")
+	wantCode(t, r, exitOK)
+	var rep struct {
+		Scenario string `json:"scenario"`
+		Passed   bool   `json:"passed"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Scenario != "foreign-value" || !rep.Passed {
+		t.Errorf("chaos --json (%v): %+v\n%s", err, rep, r)
+	}
+}
