@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
@@ -259,4 +260,73 @@ func TestProcessStatusWithoutPermissionFailsAtOnce(t *testing.T) {
 			t.Errorf("%s by a user who may not read the lease: exit %d, want 1 naming the subject\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
+}
+
+// credsBroker starts a broker in operator mode whose one account has JetStream, and
+// returns its URL and a .creds file of a user of that account.
+func credsBroker(t *testing.T) (url, creds string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, err := nkeys.CreateOperator()
+	must(err)
+	opPub, _ := op.PublicKey()
+	opClaims := jwt.NewOperatorClaims(opPub)
+	opJWT, err := opClaims.Encode(op)
+	must(err)
+	opClaims, err = jwt.DecodeOperatorClaims(opJWT)
+	must(err)
+	resolver := &server.MemAccResolver{}
+	account := func(js bool) (nkeys.KeyPair, string) {
+		kp, err := nkeys.CreateAccount()
+		must(err)
+		pub, _ := kp.PublicKey()
+		ac := jwt.NewAccountClaims(pub)
+		if js {
+			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+		}
+		accJWT, err := ac.Encode(op)
+		must(err)
+		must(resolver.Store(pub, accJWT))
+		return kp, pub
+	}
+	_, sysPub := account(false)
+	acc, accPub := account(true)
+	user, err := nkeys.CreateUser()
+	must(err)
+	userPub, _ := user.PublicKey()
+	uc := jwt.NewUserClaims(userPub)
+	uc.IssuerAccount = accPub
+	userJWT, err := uc.Encode(acc)
+	must(err)
+	seed, _ := user.Seed()
+	file, err := jwt.FormatUserConfig(userJWT, seed)
+	must(err)
+	srv := natstest.Start(t, func(o *server.Options) {
+		o.TrustedOperators = []*jwt.OperatorClaims{opClaims}
+		o.AccountResolver = resolver
+		o.SystemAccount = sysPub
+	})
+	return srv.URL(), writeFile(t, t.TempDir(), "ops.creds", string(file))
+}
+
+// TestProcessCommandsLogInWithCreds: against a broker in operator mode (JWT users),
+// the commands reach it with --creds and with a natscli context's creds.
+func TestProcessCommandsLogInWithCreds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	url, creds := credsBroker(t)
+	eng := startEngine(t, fmt.Sprintf("nats: {url: %q, credentials: %q, engine: {lease_seconds: 2, drain_seconds: 1}}\n", url, creds))
+	eng.waitReady(t)
+	holder := eng.status(t).InstanceID
+
+	commandsReach(t, "flags", holder, nil, "--nats", url, "--creds", creds)
+	ctxEnv := natsContextDir(t, "jwt", map[string]any{"url": url, "creds": creds})
+	commandsReach(t, "--context", holder, []string{ctxEnv}, "--context", "jwt")
+	evictReaches(t, eng, holder, nil, "--nats", url, "--creds", creds)
 }
