@@ -45,9 +45,19 @@ func (f *connFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.jwtSecretFile, "jwt-secret-file", "", "file holding the HS256 secret service tokens are signed with (default: ABI_JWT_SECRET_FILE, else nats.jwt_secret_file)")
 }
 
+// loginSource is where a login came from.
+type loginSource int
+
+const (
+	fromConfig loginSource = iota
+	fromContext
+	fromFlags
+)
+
 // login is one way to log in, and where it came from for messages.
 type login struct {
-	from                   string // "flags", "natscli context \"x\"", "the configuration"
+	source                 loginSource
+	from                   string // how messages name source: "flags", "natscli context \"x\"", "the configuration"
 	creds, nkey, tokenFile string
 	user, passwordFile     string
 	token, password        string // given as such, not in a file
@@ -103,7 +113,7 @@ func (c *cli) resolve(cmd *cobra.Command, f *connFlags, asClient bool) (connecti
 		return connection{}, usageError(err)
 	}
 	n := cfg.NATS
-	l := login{from: "the configuration", creds: n.Credentials, nkey: n.NKeySeedFile, tokenFile: n.TokenFile, user: n.User, passwordFile: n.PasswordFile}
+	l := login{source: fromConfig, from: "the configuration", creds: n.Credentials, nkey: n.NKeySeedFile, tokenFile: n.TokenFile, user: n.User, passwordFile: n.PasswordFile}
 	var extra []nats.Option
 	if nctx != nil {
 		// The selected context stands in for a configuration file, below the
@@ -199,7 +209,7 @@ func (c *cli) natsContext(f *connFlags, cfg *config.Config) (ctx *natscontext.Co
 }
 
 func contextLogin(x *natscontext.Context) login {
-	l := login{from: fmt.Sprintf("natscli context %q", x.Name)}
+	l := login{source: fromContext, from: fmt.Sprintf("natscli context %q", x.Name)}
 	// natscli's order, when a context names several.
 	switch {
 	case x.User != "":
@@ -238,7 +248,7 @@ func (f *connFlags) check(changed func(string) bool) error {
 }
 
 func (f *connFlags) login() login {
-	return login{from: "flags", creds: f.creds, nkey: f.nkey, token: f.token, user: f.user, password: f.password, passwordFile: f.passwordFile}
+	return login{source: fromFlags, from: "flags", creds: f.creds, nkey: f.nkey, token: f.token, user: f.user, password: f.password, passwordFile: f.passwordFile}
 }
 
 // options are the nats.go options of the login l and the TLS of n.
@@ -281,12 +291,13 @@ func checkFiles(f *connFlags, x *natscontext.Context, l login, t config.TLS) err
 	}
 	ctxField := func(field string) string { return fmt.Sprintf("natscli context %q: %s", x.Name, field) }
 	var checks [][2]string
-	if l.from == "flags" {
-		checks = append(checks, [2]string{"--creds", l.creds}, [2]string{"--nkey", l.nkey}, [2]string{"--password-file", l.passwordFile})
-	} else if x != nil && l.from != "the configuration" {
+	switch l.source {
+	case fromFlags:
+		checks = append(checks, [2]string{"--creds", l.creds}, [2]string{"--nkey", l.nkey})
+	case fromContext:
 		checks = append(checks, [2]string{ctxField("creds"), l.creds}, [2]string{ctxField("nkey"), l.nkey})
 	}
-	if f.tlsCert != "" {
+	if f.tlsCert != "" || f.tlsKey != "" {
 		checks = append(checks, [2]string{"--tls-cert", t.CertFile}, [2]string{"--tls-key", t.KeyFile})
 	} else if x != nil && x.Cert != "" {
 		checks = append(checks, [2]string{ctxField("cert"), t.CertFile}, [2]string{ctxField("key"), t.KeyFile})
