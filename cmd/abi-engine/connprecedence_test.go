@@ -129,3 +129,38 @@ func TestDoctorJSON(t *testing.T) {
 		t.Errorf("doctor --json without a broker (%v): %+v\n%s", err, rep, r)
 	}
 }
+
+// TestEveryBrokerCommandTakesTheConnectionFlags: status, step-down, evict, doctor,
+// call, modules and bench take every connection flag, and docs/operations.md names
+// each of them and each command's --json.
+func TestEveryBrokerCommandTakesTheConnectionFlags(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := cliFor(t, nil)
+	root := c.rootCommand()
+	names := []string{"config", "nats", "context", "creds", "nkey", "token", "user", "password", "password-file",
+		"tls-ca", "tls-cert", "tls-key", "jwt-secret-file"}
+	for _, name := range names {
+		if !strings.Contains(string(doc), "`--"+name) {
+			t.Errorf("docs/operations.md does not name --%s", name)
+		}
+	}
+	for _, use := range []string{"status", "step-down", "evict", "doctor", "call", "modules", "bench"} {
+		cmd, _, err := root.Find([]string{use})
+		if err != nil || cmd.Name() != use {
+			t.Fatalf("no command %s: %v", use, err)
+		}
+		for _, name := range names {
+			if cmd.Flags().Lookup(name) == nil {
+				t.Errorf("%s has no --%s", use, name)
+			}
+		}
+	}
+	for _, use := range []string{"status", "doctor", "modules", "chaos"} {
+		if cmd, _, _ := root.Find([]string{use}); cmd.Flags().Lookup("json") == nil {
+			t.Errorf("%s prints a table but has no --json", use)
+		}
+	}
+}
