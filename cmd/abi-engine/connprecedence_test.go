@@ -81,7 +81,7 @@ func contextRootEnv(t *testing.T, name, url string) map[string]string {
 // TestConnectionFlagsRefusedBeforeConnecting: flags that do not go together, an
 // unknown context and a missing file are usage errors (exit 2) naming what is wrong.
 func TestConnectionFlagsRefusedBeforeConnecting(t *testing.T) {
-	root := contextRoot(t, "", map[string]string{"a": "nats://127.0.0.1:1"})
+	root := contextRoot(t, "", map[string]string{"a": "nats://127.0.0.1:1", "bad": "http://nats:4222"})
 	missing := filepath.Join(t.TempDir(), "gone")
 	for _, tc := range []struct {
 		args []string
@@ -92,6 +92,7 @@ func TestConnectionFlagsRefusedBeforeConnecting(t *testing.T) {
 		{[]string{"--creds", missing, "--token", "t"}, "--creds and --token: give one way to log in"},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--context", "nope"}, `natscli context "nope": no such natscli context`},
+		{[]string{"--context", "bad"}, `nats.url = "http://nats:4222" (natscli context "bad"): must be`},
 		{[]string{"--creds", missing}, "--creds " + missing + ": no such file"},
 		{[]string{"--nkey", missing}, "--nkey " + missing + ": no such file"},
 		{[]string{"--user", "abi", "--password-file", missing}, "--password-file " + missing},
