@@ -69,7 +69,10 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			if err != nil {
 				return runtimeError(err)
 			}
-			b := benchRounds{c: c, cfg: cfg, nc: nc, tr: tr, rounds: rounds}
+			b := benchRounds{c: c, cfg: cfg, nc: nc, tr: tr, rounds: rounds, out: c.stdout}
+			if jsonPath == "-" {
+				b.out = c.stderr
+			}
 			if raw {
 				// The echo answers on a connection of its own, so requests and replies
 				// cross the broker between two connections as they do with an engine.
@@ -84,7 +87,13 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			if err != nil {
 				return err
 			}
-			if jsonPath != "" {
+			switch jsonPath {
+			case "":
+			case "-":
+				if werr := last.WriteJSON(c.stdout); werr != nil {
+					return runtimeError(werr)
+				}
+			default:
 				if werr := writeJSONFile(jsonPath, last.WriteJSON); werr != nil {
 					return runtimeError(werr)
 				}
@@ -105,7 +114,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first (a bare echo and one stamping the instance header), for comparison")
 	f.IntVar(&rounds, "rounds", rounds, "repeat the runs this many times, interleaved, and print the medians and ranges of the ratios (with --raw)")
 	tokens.add(cmd, "abi-engine-bench")
-	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file")
+	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file; - prints it on standard output, the tables then on standard error")
 	return cmd
 }
 
