@@ -19,8 +19,9 @@ const EnvNATSContext = "NATS_CONTEXT"
 // connFlags are the connection flags every command that talks to a broker takes, the
 // same everywhere: where the broker is, how to log in, TLS, and the service tokens'
 // secret. What they name wins over a natscli context, which wins over the
-// configuration (file and environment), which wins over the selected natscli context
-// and the defaults (docs/operations.md, "Connection flags").
+// configuration (environment and file); where nothing names the broker, the natscli
+// context selected with nats context select stands in for the defaults
+// (docs/operations.md, "Connection flags").
 type connFlags struct {
 	config, nats, context                 string
 	creds, nkey, token                    string
@@ -108,7 +109,7 @@ func (c *cli) resolve(cmd *cobra.Command, f *connFlags, asClient bool) (connecti
 	if err != nil {
 		return connection{}, usageError(err)
 	}
-	nctx, explicit, err := c.natsContext(f, cfg)
+	nctx, err := c.natsContext(f, cfg, changed("nats"))
 	if err != nil {
 		return connection{}, usageError(err)
 	}
@@ -116,9 +117,7 @@ func (c *cli) resolve(cmd *cobra.Command, f *connFlags, asClient bool) (connecti
 	l := login{source: fromConfig, from: "the configuration", creds: n.Credentials, nkey: n.NKeySeedFile, tokenFile: n.TokenFile, user: n.User, passwordFile: n.PasswordFile}
 	var extra []nats.Option
 	if nctx != nil {
-		// The selected context stands in for a configuration file, below the
-		// environment: ABI_NATS_URL still wins over it.
-		if nctx.URL != "" && !changed("nats") && (explicit || c.env(config.EnvNATSURL) == "") {
+		if nctx.URL != "" && !changed("nats") {
 			if err := cfg.Apply(config.NATSURLFrom(fmt.Sprintf("natscli context %q", nctx.Name), nctx.URL)); err != nil {
 				return connection{}, usageError(err)
 			}
@@ -178,34 +177,36 @@ func (c *cli) resolve(cmd *cobra.Command, f *connFlags, asClient bool) (connecti
 }
 
 // natsContext is the natscli context to lay over the configuration: --context, else
-// NATS_CONTEXT (explicit: over the environment), else, where no configuration file
-// was read, the context nats context select chose; nil for none.
-func (c *cli) natsContext(f *connFlags, cfg *config.Config) (ctx *natscontext.Context, explicit bool, err error) {
+// NATS_CONTEXT (explicit: over the environment), else, where nothing names the broker
+// (no --nats, no ABI_NATS_URL, no configuration file), the context nats context select
+// chose, as nats would use it; nil for none. The selected context is not read where
+// something else names the broker, so its login is never sent to another broker.
+func (c *cli) natsContext(f *connFlags, cfg *config.Config, urlFlag bool) (*natscontext.Context, error) {
 	name := f.context
 	if name == "" {
 		name = c.env(EnvNATSContext)
 	}
-	explicit = name != ""
-	if !explicit && cfg.Path() != "" {
-		return nil, false, nil
+	explicit := name != ""
+	if !explicit && (cfg.Path() != "" || urlFlag || c.env(config.EnvNATSURL) != "") {
+		return nil, nil
 	}
 	dirs, err := natscontext.DirsFrom(c.env)
-	if err != nil {
-		if !explicit {
-			return nil, false, nil // nowhere to look for a selected one
-		}
-		return nil, false, fmt.Errorf("--context %s: %w", name, err)
+	switch {
+	case err != nil && !explicit:
+		return nil, nil // nowhere to look for a selected one
+	case err != nil:
+		return nil, fmt.Errorf("--context %s: %w", name, err)
 	}
 	if !explicit {
 		if name, err = dirs.Selected(); err != nil || name == "" {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	ctx, err = dirs.Load(name, c.env("HOME"))
-	if err != nil {
-		return nil, false, err
+	ctx, err := dirs.Load(name, c.env("HOME"))
+	if err != nil && !explicit {
+		return nil, fmt.Errorf("the natscli context selected with nats context select: %w; select another, or name the broker with --nats, --context or a configuration file", err)
 	}
-	return ctx, explicit, nil
+	return ctx, err
 }
 
 func contextLogin(x *natscontext.Context) login {

@@ -61,6 +61,7 @@ func TestConnectionPrecedence(t *testing.T) {
 		{"--context over NATS_CONTEXT", with(map[string]string{"NATS_CONTEXT": "dead"}), []string{"--context", "live"}, live},
 		{"the selected context without a file", xdg, nil, live},
 		{"ABI_NATS_URL over the selected context", with(map[string]string{"ABI_NATS_URL": dead}), nil, ""},
+		{"--nats over the selected context", contextRootEnv(t, "dead", dead), []string{"--nats", live}, live},
 		{"the file over the selected context", contextRootEnv(t, "dead", dead), []string{"--config", liveFile}, live},
 	} {
 		r := runCLI(t, tc.env, append([]string{"status", "--json"}, tc.args...)...)
@@ -104,6 +105,18 @@ func TestConnectionFlagsRefusedBeforeConnecting(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStaleSelectedContext: a selected context whose file is gone is an error saying
+// so where it would be used, and nothing where the broker is named otherwise.
+func TestStaleSelectedContext(t *testing.T) {
+	live := natstest.Start(t).URL()
+	env := map[string]string{"XDG_CONFIG_HOME": contextRoot(t, "gone", nil)}
+	r := runCLI(t, env, "status")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `the natscli context selected with nats context select: natscli context "gone": no such natscli context`) {
+		t.Errorf("status with a stale selected context: want exit 2 saying so, got\n%s", r)
+	}
+	wantCode(t, runCLI(t, env, "status", "--nats", live), exitOK)
 }
 
 // TestDoctorJSON: doctor --json prints one JSON object with every finding and the
