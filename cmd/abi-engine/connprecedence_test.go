@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/abi-engine/engine/internal/natstest"
 )
 
@@ -176,5 +178,27 @@ func TestEveryBrokerCommandTakesTheConnectionFlags(t *testing.T) {
 		if cmd, _, _ := root.Find([]string{use}); cmd.Flags().Lookup("json") == nil {
 			t.Errorf("%s prints a table but has no --json", use)
 		}
+	}
+}
+
+// TestTokenLogin: against a broker that takes a token, status reaches it with --token
+// and with a natscli context's token, and a wrong token is refused naming where it came
+// from, never the token itself.
+func TestTokenLogin(t *testing.T) {
+	srv := natstest.Start(t, func(o *server.Options) { o.Authorization = "t0ken" })
+	root := t.TempDir()
+	dir := filepath.Join(root, "nats", "context")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "tok.json", fmt.Sprintf(`{"url": %q, "token": "t0ken"}`, srv.URL()))
+	writeFile(t, dir, "bad.json", fmt.Sprintf(`{"url": %q, "token": "wr0ng"}`, srv.URL()))
+	env := map[string]string{"XDG_CONFIG_HOME": root}
+	wantCode(t, runCLI(t, env, "status", "--nats", srv.URL(), "--token", "t0ken"), exitOK)
+	wantCode(t, runCLI(t, env, "status", "--context", "tok"), exitOK)
+	wantCode(t, runCLI(t, env, "status", "--context", "bad", "--token", "t0ken"), exitOK)
+	r := runCLI(t, env, "status", "--context", "bad")
+	if r.code != exitRuntime || !strings.Contains(r.stderr, `the broker refused the login, a token (from natscli context "bad")`) || strings.Contains(r.stderr, "wr0ng") {
+		t.Errorf("a wrong token: want exit 1 naming where it came from, without it, got\n%s", r)
 	}
 }
