@@ -19,20 +19,28 @@ import (
 // value is applied: --http "" turns HTTP off).
 type Override struct {
 	flag, key, value string
+	// what names the source in messages when it is not a flag (a natscli context).
+	what string
 }
 
 // RoleFlag is --role: nats.engine.role.
-func RoleFlag(role string) Override { return Override{"--role", keyRole, role} }
+func RoleFlag(role string) Override { return Override{flag: "--role", key: keyRole, value: role} }
 
 // NATSURLFlag is --nats: nats.url ("" starts the embedded server).
-func NATSURLFlag(url string) Override { return Override{"--nats", keyNATSURL, url} }
+func NATSURLFlag(url string) Override { return Override{flag: "--nats", key: keyNATSURL, value: url} }
+
+// NATSURLFrom is nats.url taken from elsewhere than a flag, what naming it in messages
+// (`natscli context "prod"`), so a bad URL points at where it was written.
+func NATSURLFrom(what, url string) Override {
+	return Override{key: keyNATSURL, value: url, what: what}
+}
 
 // RolloutFlag is --rollout: nats.engine.rollout_id (config check's stand-in for
 // ABI_ROLLOUT_ID).
-func RolloutFlag(id string) Override { return Override{"--rollout", keyRolloutID, id} }
+func RolloutFlag(id string) Override { return Override{flag: "--rollout", key: keyRolloutID, value: id} }
 
 // HTTPListenFlag is --http: http.listen ("" turns HTTP off).
-func HTTPListenFlag(addr string) Override { return Override{"--http", keyHTTPListen, addr} }
+func HTTPListenFlag(addr string) Override { return Override{flag: "--http", key: keyHTTPListen, value: addr} }
 
 // Load reads the configuration the way the binary does: the file at path when path is
 // set (a missing file is an error), else FileName in the working directory when it
@@ -91,8 +99,12 @@ func (c *Config) Apply(overrides ...Override) error {
 
 func (c *Config) apply(overrides []Override) {
 	for _, o := range overrides {
+		what := o.what
+		if what == "" {
+			what = "flag " + o.flag
+		}
 		if c.set(o.key, o.value) {
-			c.setOrigin(o.key, source{what: "flag " + o.flag})
+			c.setOrigin(o.key, source{what: what})
 		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 const benchInstance = "0123456789abcdef0123456789abcdef"
 
 func (c *cli) benchCommand() *cobra.Command {
-	var natsURL, jsonPath string
+	var conn connFlags
+	var jsonPath string
 	var raw bool
 	var tokens tokenFlags
 	rounds := 1
@@ -50,7 +51,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			if rounds < 1 {
 				return usageError(&flagError{fmt.Errorf("--rounds %d must be at least 1", rounds)})
 			}
-			br, err := c.brokerFor(cmd, natsURL)
+			br, err := c.brokerFor(cmd, &conn)
 			if err != nil {
 				return err
 			}
@@ -60,7 +61,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			signed, err := tokens.options(cmd, br)
+			signed, err := tokens.options(br)
 			if err != nil {
 				return err
 			}
@@ -68,7 +69,10 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			if err != nil {
 				return runtimeError(err)
 			}
-			b := benchRounds{c: c, cfg: cfg, nc: nc, tr: tr, rounds: rounds}
+			b := benchRounds{c: c, cfg: cfg, nc: nc, tr: tr, rounds: rounds, out: c.stdout}
+			if jsonPath == "-" {
+				b.out = c.stderr
+			}
 			if raw {
 				// The echo answers on a connection of its own, so requests and replies
 				// cross the broker between two connections as they do with an engine.
@@ -83,7 +87,13 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 			if err != nil {
 				return err
 			}
-			if jsonPath != "" {
+			switch jsonPath {
+			case "":
+			case "-":
+				if werr := last.WriteJSON(c.stdout); werr != nil {
+					return runtimeError(werr)
+				}
+			default:
 				if werr := writeJSONFile(jsonPath, last.WriteJSON); werr != nil {
 					return runtimeError(werr)
 				}
@@ -92,7 +102,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&natsURL, "nats", "", "NATS URL (default: ABI_NATS_URL, else the config's nats.url, else the embedded broker's address)")
+	conn.add(cmd)
 	f.StringVar(&cfg.Service, "service", cfg.Service, "keyvalue or object_storage")
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "set-get, get, set, mixed (keyvalue); put-get, get, put (object_storage)")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "workers, each with one call in flight")
@@ -104,7 +114,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first (a bare echo and one stamping the instance header), for comparison")
 	f.IntVar(&rounds, "rounds", rounds, "repeat the runs this many times, interleaved, and print the medians and ranges of the ratios (with --raw)")
 	tokens.add(cmd, "abi-engine-bench")
-	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file")
+	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file; - prints it on standard output, the tables then on standard error")
 	return cmd
 }
 

@@ -65,6 +65,22 @@ func TestBenchAgainstAServingEngine(t *testing.T) {
 	}
 }
 
+// TestBenchJSONOnStandardOutput: with --json - the report is the only thing on
+// standard output, as JSON; the table goes to standard error.
+func TestBenchJSONOnStandardOutput(t *testing.T) {
+	srv := natstest.Start(t)
+	servingEngine(t, srv.URL())
+	r := runCLI(t, nil, "bench", "--nats", srv.URL(), "--count", "100", "--concurrency", "4", "--json", "-")
+	wantCode(t, r, exitOK)
+	var rep struct {
+		Ops int64 `json:"ops"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Ops < 100 {
+		t.Fatalf("bench --json - (%v): %+v\n%s", err, rep, r)
+	}
+	wantContains(t, "stderr", r.stderr, "keyvalue")
+}
+
 // With --rounds the runs repeat, interleaved, and the medians and ranges of both
 // ratios come last.
 func TestBenchRoundsPrintTheMedians(t *testing.T) {
@@ -106,5 +122,22 @@ func TestChaosScenarioRuns(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("no %s: %v", f, err)
 		}
+	}
+}
+
+// TestChaosJSON: chaos --json prints the report as JSON, the scenario and its verdict
+// in it, instead of the table.
+func TestChaosJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs engines for seconds")
+	}
+	r := runCLI(t, nil, "chaos", "--scenario", "foreign-value", "--seed", "3", "--json")
+	wantCode(t, r, exitOK)
+	var rep struct {
+		Scenario string `json:"scenario"`
+		Passed   bool   `json:"passed"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Scenario != "foreign-value" || !rep.Passed {
+		t.Errorf("chaos --json (%v): %+v\n%s", err, rep, r)
 	}
 }

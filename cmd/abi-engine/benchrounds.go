@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,9 @@ type benchRounds struct {
 	tr       *client.Transport
 	echoConn *nats.Conn // nil without --raw
 	rounds   int
+	// out takes the tables and ratios: standard output, or standard error when the
+	// JSON report goes to standard output (--json -).
+	out io.Writer
 
 	failed, mismatched int64 // the engine runs' failed calls and wrong reads
 	deferred           error // a run's error that still left a report (a failed cleanup)
@@ -58,13 +62,13 @@ func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 		b.mismatched += eng.Mismatches
 		if echo != nil {
 			vsEcho, vsHeader = append(vsEcho, bench.Compare(echo, eng)), append(vsHeader, bench.Compare(header, eng))
-			fmt.Fprintln(b.c.stdout, vsEcho[i])
-			fmt.Fprintln(b.c.stdout, vsHeader[i])
+			fmt.Fprintln(b.out, vsEcho[i])
+			fmt.Fprintln(b.out, vsHeader[i])
 		}
 	}
 	if b.rounds > 1 && len(vsEcho) > 0 {
-		fmt.Fprintln(b.c.stdout, bench.SummarizeRounds(vsEcho))
-		fmt.Fprintln(b.c.stdout, bench.SummarizeRounds(vsHeader))
+		fmt.Fprintln(b.out, bench.SummarizeRounds(vsEcho))
+		fmt.Fprintln(b.out, bench.SummarizeRounds(vsHeader))
 	}
 	return last, nil
 }
@@ -99,12 +103,12 @@ func (b *benchRounds) phase(ctx context.Context, phase bench.Phase) (*bench.Repo
 		}
 	}
 	if b.rounds == 1 {
-		if err := rep.Table(b.c.stdout); err != nil {
+		if err := rep.Table(b.out); err != nil {
 			return nil, runtimeError(err)
 		}
 		return rep, nil
 	}
-	fmt.Fprintf(b.c.stdout, "%s: %.0f ops/s, p50 %s, p99 %s, %d errors\n", title, rep.Throughput,
+	fmt.Fprintf(b.out, "%s: %.0f ops/s, p50 %s, p99 %s, %d errors\n", title, rep.Throughput,
 		rep.Latency.P50.Round(time.Microsecond), rep.Latency.P99.Round(time.Microsecond), rep.Errors)
 	return rep, nil
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func (c *cli) callCommand() *cobra.Command {
-	var natsURL string
+	var conn connFlags
 	var tokens tokenFlags
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -59,7 +59,7 @@ nothing ran.`,
 			if cmd.Flags().Changed("timeout") && timeout <= 0 {
 				return usageError(&flagError{fmt.Errorf("--timeout %s: must be greater than 0", timeout)})
 			}
-			b, err := c.brokerFor(cmd, natsURL)
+			b, err := c.brokerFor(cmd, &conn)
 			if err != nil {
 				return err
 			}
@@ -71,7 +71,7 @@ nothing ran.`,
 				return err
 			}
 			defer nc.Close()
-			signed, err := tokens.options(cmd, b)
+			signed, err := tokens.options(b)
 			if err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ nothing ran.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	conn.add(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the reply (default: nats.client_timeout_seconds, 10s unless set)")
 	tokens.add(cmd, "abi-engine-call")
 	return cmd

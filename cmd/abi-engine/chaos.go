@@ -15,6 +15,7 @@ import (
 
 func (c *cli) chaosCommand() *cobra.Command {
 	var scenario, out, secretFile string
+	var asJSON bool
 	var opts chaos.Options
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -23,7 +24,8 @@ func (c *cli) chaosCommand() *cobra.Command {
 traffic, injects the scenario's faults on a schedule drawn from --seed, records every
 call and checks the invariants (zero failed calls across clean handovers, every call
 after a takeover answered, no two engines serving at once outside the handover overlap,
-a linearizable keyvalue history, no leaks). It prints a report table and, with --out,
+a linearizable keyvalue history, no leaks). It prints a report table (with --json, the
+report as JSON) and, with --out,
 writes report.json, timeline.svg, history.json and the engines' logs. The same
 scenario, duration and seed replay the same schedule. It exits 1 when a check fails.
 
@@ -68,7 +70,11 @@ secret of the run's own.`,
 				}
 				return runtimeError(err)
 			}
-			if terr := rep.Table(c.stdout); terr != nil {
+			show := rep.Table
+			if asJSON {
+				show = rep.WriteJSON
+			}
+			if terr := show(c.stdout); terr != nil {
 				return runtimeError(terr)
 			}
 			if err != nil {
@@ -86,6 +92,7 @@ secret of the run's own.`,
 	f.Int64Var(&opts.Seed, "seed", 1, "seed of the fault schedule and the traffic")
 	f.DurationVar(&opts.Lease, "lease", time.Second, "the engines' lease period")
 	f.IntVar(&opts.Concurrency, "concurrency", 8, "traffic workers")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON (what --out writes to report.json) instead of the table")
 	f.StringVar(&out, "out", "", "directory for report.json, timeline.svg, history.json and logs")
 	f.StringVar(&opts.Failpoints.Holder, "failpoints-holder", "", "fail points of the first engine, e.g. skip-fencing (a -tags failpoints binary)")
 	f.StringVar(&opts.Failpoints.Others, "failpoints-others", "", "fail points of every later engine (a -tags failpoints binary)")

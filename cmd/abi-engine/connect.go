@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -8,7 +9,6 @@ import (
 	"github.com/abi-engine/engine/internal/natsauth"
 	"github.com/abi-engine/engine/internal/redact"
 	"github.com/nats-io/nats.go"
-	"github.com/spf13/cobra"
 )
 
 // brokerSettings are what a client command needs to reach the broker.
@@ -20,38 +20,22 @@ type brokerSettings struct {
 	// signed with, "" for none.
 	JWTSecretFile string
 	Domain        string // nats.jetstream.domain: where the lease bucket is
-}
-
-// brokerFor finds the broker of status and call: --nats, else ABI_NATS_URL, else
-// nats.url of abi-engine.yaml in the working directory, else the embedded broker's
-// address. The configuration is read as a client's, so a serving engine's
-// shared-backend check cannot refuse a command that only reads.
-func (c *cli) brokerFor(cmd *cobra.Command, natsFlag string) (brokerSettings, error) {
-	overrides := []config.Override{config.RoleFlag(string(config.RoleClient))}
-	if cmd.Flags().Changed("nats") {
-		overrides = append(overrides, config.NATSURLFlag(natsFlag))
-	}
-	cfg, err := config.Load("", c.env, overrides...)
-	if err != nil {
-		return brokerSettings{}, usageError(err)
-	}
-	url := cfg.NATS.URL
-	if url == "" {
-		if url, err = embeddedURL(cfg.NATS.Embedded.Listen); err != nil {
-			return brokerSettings{}, usageError(err)
-		}
-	}
-	return settingsFor(cfg, url)
+	// Login names the way of logging in and where it was given, never a secret, for
+	// the error of a broker that refuses it.
+	Login string
 }
 
 // settingsFor are the settings of a command that reaches the broker at url with the
-// login and TLS of cfg; an unreadable login file is a usage error naming its key.
+// login and TLS of cfg (an engine's own, as run read it); an unreadable login file is a
+// usage error naming its key.
 func settingsFor(cfg *config.Config, url string) (brokerSettings, error) {
 	auth, err := natsauth.Options(cfg.NATS)
 	if err != nil {
 		return brokerSettings{}, usageError(err)
 	}
-	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout(), JWTSecretFile: cfg.NATS.JWTSecretFile, Domain: cfg.NATS.JetStream.Domain}, nil
+	l := login{from: "the configuration", creds: cfg.NATS.Credentials, nkey: cfg.NATS.NKeySeedFile, tokenFile: cfg.NATS.TokenFile, user: cfg.NATS.User}
+	return brokerSettings{URL: url, Options: auth, Timeout: cfg.NATS.ClientTimeout(), JWTSecretFile: cfg.NATS.JWTSecretFile,
+		Domain: cfg.NATS.JetStream.Domain, Login: l.describe()}, nil
 }
 
 // embeddedURL is where an engine with an embedded broker listening on listen is reached
@@ -71,7 +55,11 @@ func connect(b brokerSettings, name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(b.URL, opts...)
 	if err != nil {
 		// An unparsable URL comes back in its error as it was given: main redacts it.
-		return nil, runtimeError(fmt.Errorf("connect to NATS at %s: %w", redact.String(b.URL), err))
+		err = fmt.Errorf("connect to NATS at %s: %w", redact.String(b.URL), err)
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+			err = fmt.Errorf("%w: the broker refused the login, %s", err, b.Login)
+		}
+		return nil, runtimeError(err)
 	}
 	return nc, nil
 }

@@ -42,8 +42,10 @@ type finding struct {
 }
 
 type doctorFlags struct {
-	config, nats, monitor string
-	grace                 time.Duration
+	conn    connFlags
+	monitor string
+	grace   time.Duration
+	asJSON  bool
 }
 
 func (c *cli) doctorCommand() *cobra.Command {
@@ -78,38 +80,29 @@ a check fails, 2 for a configuration error.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.config, "config", "c", "", "configuration file (default: abi-engine.yaml in the working directory, if any)")
-	fl.StringVar(&f.nats, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url, else the embedded broker's address)")
+	f.conn.add(cmd)
+	fl.BoolVar(&f.asJSON, "json", false, "print the findings as one JSON object")
 	fl.StringVar(&f.monitor, "monitor", "", "where to read the server's varz: its HTTP monitoring address (http://nats:8222) or a system-account user's URL (nats://sys:PASSWORD@nats:4222)")
 	fl.DurationVar(&f.grace, "termination-grace", 0, "the pod's terminationGracePeriodSeconds, e.g. 120s, to check drain_seconds against")
 	return cmd
 }
 
 func (c *cli) runDoctor(cmd *cobra.Command, f doctorFlags) error {
-	var overrides []config.Override
-	if cmd.Flags().Changed("nats") {
-		overrides = append(overrides, config.NATSURLFlag(f.nats))
-	}
-	cfg, err := config.Load(f.config, c.env, overrides...)
-	if err != nil {
-		return usageError(err)
-	}
 	if cmd.Flags().Changed("termination-grace") && f.grace <= 0 {
 		return usageError(&flagError{fmt.Errorf("--termination-grace %s: must be positive", f.grace)})
 	}
-	url := cfg.NATS.URL
-	if url == "" {
-		if url, err = embeddedURL(cfg.NATS.Embedded.Listen); err != nil {
-			return usageError(err)
-		}
-	}
-	b, err := settingsFor(cfg, url)
+	// The configuration is read as the engine's own (its role included): doctor
+	// judges the buckets and timings of the engine it is about to deploy.
+	conn, err := c.resolve(cmd, &f.conn, false)
 	if err != nil {
 		return err
 	}
+	cfg, b := conn.cfg, conn.broker
 	d := &doctor{cfg: cfg, monitor: f.monitor, grace: f.grace, timeout: b.Timeout}
-	fmt.Fprintf(c.stdout, "abi-engine doctor: %s (lease %s, drain %s)\n",
-		redact.String(url), cfg.NATS.Engine.Lease(), cfg.NATS.Engine.Drain())
+	if !f.asJSON {
+		fmt.Fprintf(c.stdout, "abi-engine doctor: %s (lease %s, drain %s)\n",
+			redact.String(b.URL), cfg.NATS.Engine.Lease(), cfg.NATS.Engine.Drain())
+	}
 
 	nc, err := connect(b, "abi-engine doctor")
 	if err != nil {
@@ -120,7 +113,17 @@ func (c *cli) runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		d.nc = nc
 		d.run(cmd.Context())
 	}
-	if d.report(c.stdout) {
+	failed := false
+	if f.asJSON {
+		rep := d.json(redact.String(b.URL))
+		if err := writeJSON(c.stdout, rep); err != nil {
+			return err
+		}
+		failed = rep.Fail > 0
+	} else {
+		failed = d.report(c.stdout)
+	}
+	if failed {
 		return &exitError{code: exitRuntime}
 	}
 	return nil
@@ -182,6 +185,47 @@ func (d *doctor) report(w io.Writer) (failed bool) {
 	}
 	fmt.Fprintf(w, "%d OK, %d WARN, %d FAIL\n", count[verdictOK], count[verdictWarn], count[verdictFail])
 	return count[verdictFail] > 0
+}
+
+// doctorJSON is the output of doctor --json: the broker, the lease timings it judged
+// against, every finding and the counts.
+type doctorJSON struct {
+	NATSURL      string        `json:"nats_url"`
+	LeaseSeconds float64       `json:"lease_seconds"`
+	DrainSeconds float64       `json:"drain_seconds"`
+	Findings     []findingJSON `json:"findings"`
+	OK           int           `json:"ok"`
+	Warn         int           `json:"warn"`
+	Fail         int           `json:"fail"`
+}
+
+// findingJSON is one finding; fix is empty for an OK.
+type findingJSON struct {
+	Check   string `json:"check"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+func (d *doctor) json(url string) doctorJSON {
+	out := doctorJSON{NATSURL: url, LeaseSeconds: d.cfg.NATS.Engine.Lease().Seconds(),
+		DrainSeconds: d.cfg.NATS.Engine.Drain().Seconds(), Findings: []findingJSON{}}
+	for _, f := range d.found {
+		fj := findingJSON{Check: f.Check, Verdict: f.Verdict.String(), Reason: redact.String(f.Reason)}
+		if f.Verdict != verdictOK {
+			fj.Fix = redact.String(f.Fix)
+		}
+		out.Findings = append(out.Findings, fj)
+		switch f.Verdict {
+		case verdictOK:
+			out.OK++
+		case verdictWarn:
+			out.Warn++
+		default:
+			out.Fail++
+		}
+	}
+	return out
 }
 
 func (d *doctor) ctx(parent context.Context) (context.Context, context.CancelFunc) {

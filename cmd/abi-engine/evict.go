@@ -15,7 +15,8 @@ import (
 )
 
 func (c *cli) evictCommand() *cobra.Command {
-	var natsURL, instance string
+	var conn connFlags
+	var instance string
 	var force bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -37,12 +38,12 @@ otherwise (without --force, a holder that does not answer: use --force).`,
 				return usageError(&flagError{errors.New("--instance goes with --force: without it, evict asks the holder the lease names")})
 			}
 			if !force {
-				return c.stepDown(cmd, natsURL, control.StepDownRequest{}, timeout)
+				return c.stepDown(cmd, &conn, control.StepDownRequest{}, timeout)
 			}
-			return c.forceEvict(cmd, natsURL, instance)
+			return c.forceEvict(cmd, &conn, instance)
 		},
 	}
-	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	conn.add(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "delete the lease at the revision read, without asking the holder")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultHandoverTimeout, "without --force: how long to wait for the successor")
 	cmd.Flags().StringVar(&instance, "instance", "", "with --force: the instance id of the holder to evict; refused, nothing deleted, when the lease names another")
@@ -51,8 +52,8 @@ otherwise (without --force, a holder that does not answer: use --force).`,
 
 // forceEvict deletes the lease at the revision it read, when it names instance (any
 // holder when instance is "").
-func (c *cli) forceEvict(cmd *cobra.Command, natsURL, instance string) error {
-	b, err := c.brokerFor(cmd, natsURL)
+func (c *cli) forceEvict(cmd *cobra.Command, conn *connFlags, instance string) error {
+	b, err := c.brokerFor(cmd, conn)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,8 @@ import (
 )
 
 func (c *cli) modulesCommand() *cobra.Command {
-	var natsURL, secretFile, caller, project string
+	var conn connFlags
+	var caller, project string
 	var asJSON bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -25,29 +26,28 @@ func (c *cli) modulesCommand() *cobra.Command {
 		Short: "List the module instances registered with the serving engine's discovery",
 		Long: `modules lists every live instance of the module registry (docs/discovery.md) of a
 project: its module, contract major, instance id, status, rollout, expiry and whether it
-drains. The project is --project, else nats.discovery.project of abi-engine.yaml, else
+drains. The project is --project, else nats.discovery.project of the configuration, else
 "default". The call carries a service token signed with --jwt-secret-file, else
-nats.jwt_secret_file of abi-engine.yaml, for the caller --caller.`,
+ABI_JWT_SECRET_FILE, else nats.jwt_secret_file, for the caller --caller.`,
 		Example: `  abi-engine modules
   abi-engine modules --project acme --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := c.brokerFor(cmd, natsURL)
+			cn, err := c.resolve(cmd, &conn, true)
 			if err != nil {
 				return err
 			}
+			b := cn.broker
 			if !cmd.Flags().Changed("project") {
 				project = config.DefaultDiscoveryProject
-				if cfg, err := config.Load("", c.env, config.RoleFlag(string(config.RoleClient))); err == nil && cfg.NATS.Discovery != nil {
-					project = cfg.NATS.Discovery.Project
+				if cn.cfg.NATS.Discovery != nil {
+					project = cn.cfg.NATS.Discovery.Project
 				}
 			}
 			if !config.ValidDiscoveryProject(project) {
 				return usageError(&flagError{fmt.Errorf("--project %q: must be 1 to 64 letters, digits, '_' or '-'", project)})
 			}
-			if !cmd.Flags().Changed("jwt-secret-file") {
-				secretFile = b.JWTSecretFile
-			}
+			secretFile := b.JWTSecretFile
 			if secretFile == "" {
 				return usageError(&flagError{fmt.Errorf("discovery needs a service token: set --jwt-secret-file or nats.jwt_secret_file")})
 			}
@@ -79,11 +79,10 @@ nats.jwt_secret_file of abi-engine.yaml, for the caller --caller.`,
 			return printModules(c.stdout, instances, now)
 		},
 	}
-	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	conn.add(cmd)
 	cmd.Flags().StringVar(&project, "project", "", "the discovery project (default: nats.discovery.project of abi-engine.yaml, else default)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the instances as JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each reply (default: nats.client_timeout_seconds)")
-	cmd.Flags().StringVar(&secretFile, "jwt-secret-file", "", "file holding the HS256 secret to sign the service token with (default: nats.jwt_secret_file of abi-engine.yaml)")
 	cmd.Flags().StringVar(&caller, "caller", "abi-engine-modules", "the service token's caller (its sub)")
 	return cmd
 }

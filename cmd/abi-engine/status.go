@@ -18,7 +18,7 @@ import (
 )
 
 func (c *cli) statusCommand() *cobra.Command {
-	var natsURL string
+	var conn connFlags
 	var asJSON, watch bool
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -34,7 +34,7 @@ with --json too, each line is a JSON object. On an account where no engine has r
 it says so on standard error and waits for one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := c.brokerFor(cmd, natsURL)
+			b, err := c.brokerFor(cmd, &conn)
 			if err != nil {
 				return err
 			}
@@ -43,15 +43,26 @@ it says so on standard error and waits for one.`,
 				return err
 			}
 			defer nc.Close()
+			// A user who may not read the lease is refused by the broker on the side:
+			// without this, the read would wait out its timeout.
+			watched, _, stop := whenDenied(cmd.Context(), nc)
+			defer stop()
 			if watch {
-				if err := watchLease(cmd.Context(), nc, b.Domain, c.stdout, c.stderr, redact.String(b.URL), asJSON); err != nil {
+				err := watchLease(watched, nc, b.Domain, c.stdout, c.stderr, redact.String(b.URL), asJSON)
+				if d := denied(watched); d != nil {
+					return runtimeError(readDenied(d))
+				}
+				if err != nil {
 					return runtimeError(fmt.Errorf("watch the engine lease on %s: %w", redact.String(b.URL), err))
 				}
 				return nil
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), b.Timeout)
+			ctx, cancel := context.WithTimeout(watched, b.Timeout)
 			defer cancel()
 			st, err := readLease(ctx, nc, b.Domain)
+			if d := denied(ctx); d != nil {
+				return runtimeError(readDenied(d))
+			}
 			if err != nil {
 				return runtimeError(fmt.Errorf("read the engine lease on %s: %w", redact.String(b.URL), err))
 			}
@@ -63,7 +74,7 @@ it says so on standard error and waits for one.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	conn.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON (with --watch: one JSON object per line)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "print one line per change of the holder or the epoch, until stopped")
 	return cmd
@@ -257,4 +268,12 @@ func writeJSON(w io.Writer, v any) error {
 		return runtimeError(err)
 	}
 	return nil
+}
+
+// readDenied is a refusal met by status, which only reads: whatever was refused,
+// nothing was changed (a refused subscription's "may have run" is for commands that
+// ask for something).
+func readDenied(d *DeniedError) error {
+	return fmt.Errorf("the broker refused this user's %s to %q (no permission for it; docs/security.md lists the permissions of each command): status only reads, nothing was changed",
+		d.Operation, d.Subject)
 }

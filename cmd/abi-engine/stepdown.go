@@ -20,7 +20,8 @@ import (
 const defaultHandoverTimeout = time.Minute
 
 func (c *cli) stepDownCommand() *cobra.Command {
-	var natsURL, to string
+	var conn connFlags
+	var to string
 	var timeout time.Duration
 	var stay bool
 	cmd := &cobra.Command{
@@ -36,10 +37,10 @@ and exits 0, or with --stay starts again as a hot standby.
 Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.stepDown(cmd, natsURL, control.StepDownRequest{To: to, Stay: stay}, timeout)
+			return c.stepDown(cmd, &conn, control.StepDownRequest{To: to, Stay: stay}, timeout)
 		},
 	}
-	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL (default: ABI_NATS_URL, else nats.url of abi-engine.yaml, else nats://127.0.0.1:4222)")
+	conn.add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "hand over only to a standby of this rollout id")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultHandoverTimeout, "how long to wait for the successor to hold the lease")
 	cmd.Flags().BoolVar(&stay, "stay", false, "the old engine stays, as a hot standby, instead of exiting")
@@ -47,11 +48,11 @@ Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 other
 }
 
 // stepDown asks the holder to step down with req and waits for a successor.
-func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownRequest, timeout time.Duration) error {
+func (c *cli) stepDown(cmd *cobra.Command, conn *connFlags, req control.StepDownRequest, timeout time.Duration) error {
 	if timeout <= 0 {
 		return usageError(&flagError{fmt.Errorf("--timeout %s must be positive", timeout)})
 	}
-	b, err := c.brokerFor(cmd, natsURL)
+	b, err := c.brokerFor(cmd, conn)
 	if err != nil {
 		return err
 	}
