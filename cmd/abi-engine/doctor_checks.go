@@ -140,7 +140,7 @@ func (d *doctor) replicasAgainstCluster(check, key string, replicas int) (findin
 			Fix:    fmt.Sprintf("set %s to at most %d", key, d.nodes)}, true
 	case replicas == 1 && d.nodes > 1:
 		return finding{Check: check, Verdict: verdictWarn,
-			Reason: fmt.Sprintf("%s is 1 on a cluster of %d servers: the bucket lives on one node and is gone while that node is", key, d.nodes),
+			Reason: fmt.Sprintf("%s is 1 on a cluster of %d servers: the bucket lives on one node and cannot be read or written while that node is down", key, d.nodes),
 			Fix:    fmt.Sprintf("set %s: 3 (an existing bucket: nats stream edit --replicas 3)", key)}, true
 	}
 	return finding{}, false

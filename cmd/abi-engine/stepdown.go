@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/redact"
@@ -50,6 +51,11 @@ Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 other
 func (c *cli) stepDown(cmd *cobra.Command, natsURL string, req control.StepDownRequest, timeout time.Duration) error {
 	if timeout <= 0 {
 		return usageError(&flagError{fmt.Errorf("--timeout %s must be positive", timeout)})
+	}
+	// An id no engine can have would otherwise reach the holder and come back as "no
+	// standby qualifies" (exit 3), as if the deploy were short of a standby.
+	if err := config.CheckRolloutID(req.To); err != nil {
+		return usageError(&flagError{fmt.Errorf("--to %w", err)})
 	}
 	b, err := c.brokerFor(cmd, natsURL)
 	if err != nil {
