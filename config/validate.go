@@ -230,6 +230,7 @@ func (c *Config) check(issues []Issue) []Issue {
 	if strings.TrimSpace(n.Embedded.StoreDir) == "" {
 		bad(keyEmbeddedStore, q(n.Embedded.StoreDir), ruleStoreDir)
 	}
+	issues = c.checkEmbedded(issues)
 	if !finite(n.ClientTimeoutSeconds) || n.ClientTimeoutSeconds <= 0 {
 		bad(keyClientTimeout, num(n.ClientTimeoutSeconds), rulePositiveSecs)
 	}
