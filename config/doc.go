@@ -56,7 +56,9 @@
 // or every write synced before it is acknowledged; not both.
 //
 // nats.embedded.http_listen (default ""): host:port where the embedded server serves
-// its HTTP monitoring (/varz, which `abi-engine doctor` reads); "" serves none.
+// its HTTP monitoring (/varz, which `abi-engine doctor` reads), without a login; ""
+// serves none. These five keys are read only when the engine starts the embedded
+// server.
 //
 // nats.credentials (default ""): path of a NATS .creds file; empty connects without one.
 //
