@@ -588,8 +588,8 @@ func TestHandleWithoutCtx(t *testing.T) {
 		}
 	}
 	for body, says := range map[string]string{
-		`{"id":5}`: `member "id" must be a string`,
-		`{"id":"c","context":{"timeout_ms":-1}}`: "timeout_ms must not be negative",
+		`{"id":5}`:                                   `member "id" must be a string`,
+		`{"id":"c","context":{"timeout_ms":-1}}`:     "timeout_ms must not be negative",
 		`{"id":"c","context":{"timeout_ms":"soon"}}`: `member "context.timeout_ms" must be`,
 	} {
 		_, err := op(context.Background(), []byte(body))
