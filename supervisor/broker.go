@@ -21,12 +21,12 @@ type Broker struct {
 	listen   string
 	storeDir string
 	auth     BrokerAuth
-	settings BrokerSettings
 	log      *zap.Logger
 
 	mu       sync.Mutex
-	lock     *StoreLock // held across restarts; let go by a stop (Serve's ctx ends) or Close
-	instance string     // who the lock file names
+	settings BrokerSettings // set by Configure, read by each Serve
+	lock     *StoreLock     // held across restarts; let go by a stop (Serve's ctx ends) or Close
+	instance string         // who the lock file names
 	url      string
 	// monitorURL is where the running server serves /varz; "" without HTTPListen.
 	monitorURL string
@@ -89,14 +89,13 @@ type BrokerSettings struct {
 // Configure sets the server's settings; call it before Serve. A restart keeps them.
 func (b *Broker) Configure(s BrokerSettings) error {
 	if s.HTTPListen != "" {
-		host, port, err := net.SplitHostPort(s.HTTPListen)
+		_, port, err := net.SplitHostPort(s.HTTPListen)
 		if err != nil {
 			return fmt.Errorf("supervisor: embedded broker monitoring address %q: %w", s.HTTPListen, err)
 		}
 		if _, err := strconv.Atoi(port); err != nil {
 			return fmt.Errorf("supervisor: embedded broker monitoring address %q: port %q is not a number", s.HTTPListen, port)
 		}
-		_ = host
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
