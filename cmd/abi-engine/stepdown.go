@@ -34,7 +34,8 @@ with --to only a standby of that rollout takes it at once (the others go on wait
 The old engine runs the same handover as after SIGTERM (jobs stop, release, drain)
 and exits 0, or with --stay starts again as a hot standby.
 
-Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 otherwise.`,
+Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 2 a bad flag,
+such as --to with an id no rollout can have (nothing was asked); 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.stepDown(cmd, natsURL, control.StepDownRequest{To: to, Stay: stay}, timeout)
