@@ -61,6 +61,11 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}
+	emb := n.Embedded
+	if err := b.Configure(supervisor.BrokerSettings{PingInterval: emb.PingInterval(), PingMax: emb.PingMax,
+		SyncInterval: emb.SyncInterval(), SyncAlways: emb.SyncAlways, HTTPListen: emb.HTTPListen}); err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
 	if err := b.Lock(e.InstanceID()); err != nil {
 		if url, ok := e.lockHoldersBroker(ctx, err); ok {
 			return e.useBroker(url), nil

@@ -210,6 +210,19 @@ func (l Limits) RuntimeMemoryLimit() int64 { return int64(l.MemoryMiB+RuntimeHea
 type Embedded struct {
 	Listen   string `yaml:"listen"`
 	StoreDir string `yaml:"store_dir"`
+	// PingIntervalSeconds and PingMax are the server's ping_interval and ping_max: how
+	// soon it drops a half-open client, a holder's subscriptions included. 0 takes
+	// nats-server's (2 minutes, 2).
+	PingIntervalSeconds float64 `yaml:"ping_interval_seconds"`
+	PingMax             int     `yaml:"ping_max"`
+	// SyncIntervalSeconds and SyncAlways are the server's JetStream sync_interval: how
+	// long an acknowledged write may sit unsynced (0: nats-server's 2 minutes), or
+	// always synced before it is acknowledged.
+	SyncIntervalSeconds float64 `yaml:"sync_interval_seconds"`
+	SyncAlways          bool    `yaml:"sync_always"`
+	// HTTPListen is where the server serves its HTTP monitoring (/varz, what doctor
+	// reads); "" serves none.
+	HTTPListen string `yaml:"http_listen"`
 }
 
 // Engine is the nats.engine block: role, rollout and the lease timings.

@@ -46,6 +46,20 @@
 // nats.embedded.store_dir (default "data/nats"): directory of the embedded server's
 // JetStream store; must not be empty. Read only when nats.url is empty.
 //
+// nats.embedded.ping_interval_seconds (default 0) and nats.embedded.ping_max (default
+// 0): the embedded server's ping_interval and ping_max, 0 for nats-server's 2 minutes
+// and 2. A half-open client (a holder cut off) keeps its subscriptions for
+// ping_interval x (ping_max + 1); `abi-engine doctor` advises at most the lease.
+//
+// nats.embedded.sync_interval_seconds (default 0) and nats.embedded.sync_always (default
+// false): the embedded server's JetStream sync_interval, 0 for nats-server's 2 minutes,
+// or every write synced before it is acknowledged; not both.
+//
+// nats.embedded.http_listen (default ""): host:port where the embedded server serves
+// its HTTP monitoring (/varz, which `abi-engine doctor` reads), without a login; ""
+// serves none. These five keys are read only when the engine starts the embedded
+// server.
+//
 // nats.credentials (default ""): path of a NATS .creds file; empty connects without one.
 //
 // nats.tls.ca_file, nats.tls.cert_file, nats.tls.key_file (default ""): PEM files of

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"time"
 )
 
 // Check is Load for `abi-engine config check`: it also checks the files the
@@ -14,26 +15,29 @@ import (
 // with a credentials file that cannot be read fails to connect, exit 1), and reports
 // their problems with every other one: nats.credentials must be a regular file this
 // process can read, and so must every file of nats.tls, nats.nkey_seed_file, nats.token_file
-// and nats.password_file, each parsed as the engine would.
+// and nats.password_file, each parsed as the engine would. The user JWT of
+// nats.credentials and the client certificate of nats.tls must be valid now.
 func Check(path string, env func(string) string, overrides ...Override) (*Config, error) {
 	data, path, err := read(path)
 	if err != nil {
 		return nil, err
 	}
-	return parse(data, path, env, overrides, (*Config).fileIssues)
+	now := time.Now()
+	return parse(data, path, env, overrides, func(c *Config) []Issue { return c.fileIssues(now) })
 }
 
 const keyCredentials = "nats.credentials"
 
-// fileIssues checks that every file the configuration names can be read.
-func (c *Config) fileIssues() []Issue {
+// fileIssues checks that every file the configuration names can be read and parsed,
+// and that the credentials in them are valid at now.
+func (c *Config) fileIssues(now time.Time) []Issue {
 	var issues []Issue
 	if p := c.NATS.Credentials; p != "" {
-		if err := readable(p); err != nil {
-			issues = append(issues, c.issue(keyCredentials, strconv.Quote(p), "must be a NATS .creds file this process can read: "+err.Error()))
+		if err := checkCreds(p, now); err != nil {
+			issues = append(issues, c.issue(keyCredentials, strconv.Quote(p), "must be a NATS .creds file (a user JWT and its nkey seed) this process can read: "+err.Error()))
 		}
 	}
-	return append(issues, c.authFileIssues()...)
+	return append(issues, c.authFileIssues(now)...)
 }
 
 // readable opens path and closes it again, after making sure it is a regular file

@@ -1,12 +1,12 @@
 package config
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nkeys"
 )
@@ -54,8 +54,9 @@ func (c *Config) checkAuth(issues []Issue) []Issue {
 
 // authFileIssues reads every file the login and TLS keys name, as an engine would at
 // connect, and reports what would stop it: missing or unreadable, not PEM, a key that
-// does not match its certificate, an nkey seed that does not parse, an empty secret.
-func (c *Config) authFileIssues() []Issue {
+// does not match its certificate, a client certificate expired or not yet valid at
+// now, an nkey seed that does not parse, an empty secret.
+func (c *Config) authFileIssues(now time.Time) []Issue {
 	n := c.NATS
 	var issues []Issue
 	bad := func(key, path, rule string, err error) {
@@ -74,7 +75,11 @@ func (c *Config) authFileIssues() []Issue {
 		case keyErr != nil:
 			bad(keyTLSKey, n.TLS.KeyFile, "must be the PEM key of nats.tls.cert_file, readable by this process", keyErr)
 		default:
-			if _, err := tls.LoadX509KeyPair(n.TLS.CertFile, n.TLS.KeyFile); err != nil {
+			var expired *ValidityError
+			switch err := checkClientCert(n.TLS.CertFile, n.TLS.KeyFile, now); {
+			case errors.As(err, &expired):
+				bad(keyTLSCert, n.TLS.CertFile, "must be a client certificate valid now", err)
+			case err != nil:
 				bad(keyTLSCert, n.TLS.CertFile, "with nats.tls.key_file must be a PEM certificate and its key", err)
 			}
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -229,6 +230,7 @@ func (c *Config) check(issues []Issue) []Issue {
 	if strings.TrimSpace(n.Embedded.StoreDir) == "" {
 		bad(keyEmbeddedStore, q(n.Embedded.StoreDir), ruleStoreDir)
 	}
+	issues = c.checkEmbedded(issues)
 	if !finite(n.ClientTimeoutSeconds) || n.ClientTimeoutSeconds <= 0 {
 		bad(keyClientTimeout, num(n.ClientTimeoutSeconds), rulePositiveSecs)
 	}
@@ -493,4 +495,17 @@ func natsURLRule(s string) string {
 		}
 	}
 	return ""
+}
+
+// ErrRolloutID is matched (errors.Is) by CheckRolloutID's error.
+var ErrRolloutID = errors.New("not a rollout id")
+
+// CheckRolloutID checks a rollout id given outside the configuration (step-down --to)
+// against the rule of nats.engine.rollout_id, so an id no engine can have is refused
+// before anything is asked of the broker.
+func CheckRolloutID(id string) error {
+	if !rolloutIDPattern.MatchString(id) {
+		return fmt.Errorf("%q is %w: it %s", id, ErrRolloutID, ruleRolloutID)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"reflect"
 	"sync"
@@ -42,24 +41,35 @@ type Service struct {
 	Protobuf map[string]ProtoOperation
 }
 
-// ctxType is the type every request body embeds for its "context" member.
+// ctxType is the type a request body embeds for its "context" member.
 var ctxType = reflect.TypeFor[protocol.Ctx]()
 
+// ctxMemberName is the JSON name of a request's context member.
+const ctxMemberName = "context"
+
 // Handle makes an Operation of a typed function. The body is decoded as JSON into a
-// Req, which must embed protocol.Ctx (Handle panics otherwise, when the service is
-// built); a positive context.timeout_ms bounds ctx; the result is encoded as JSON.
+// Req; a positive context.timeout_ms bounds ctx; the result is encoded as JSON.
 // Decoding is strict (see Decode), and its failures are INVALID_ARGUMENT errors that
-// say what was wrong. A Req with a fast path (protocol's request types: DecodeFast)
+// say what was wrong. A Req that embeds protocol.Ctx has the "context" member in it
+// (the handler reads the trace id there); a struct Req that does not, and has no
+// member "context" of its own, has the member read beside it, so its timeout_ms bounds
+// the call all the same. A Req with a fast path (protocol's request types: DecodeFast)
 // takes it when the body has the exact shape it reads, and a Rep that appends itself
 // (AppendJSON, writing what encoding/json would) is not encoded by reflection.
 func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) Operation {
 	t := reflect.TypeFor[Req]()
-	f, ok := t.FieldByName("Ctx")
-	if t.Kind() != reflect.Struct || !ok || !f.Anonymous || f.Type != ctxType {
-		panic(fmt.Sprintf("primaries.Handle: request type %s does not embed protocol.Ctx", t))
-	}
-	index := f.Index
 	s := schemaOf(t)
+	var index []int // of the embedded protocol.Ctx, nil for none
+	if t.Kind() == reflect.Struct {
+		if f, ok := t.FieldByName("Ctx"); ok && f.Anonymous && f.Type == ctxType {
+			index = f.Index
+		}
+	}
+	// beside: the "context" member is decoded on its own, into the frame's spare Ctx.
+	var beside *schema
+	if index == nil && t.Kind() == reflect.Struct && s.members[ctxMemberName] == nil {
+		beside = schemaOf(ctxType)
+	}
 	_, fast := any(new(Req)).(fastDecoder)
 	_, appends := any(new(Rep)).(appender)
 	// A call's request, reply, context member and inline deadline share one
@@ -69,6 +79,7 @@ func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) 
 		req     Req
 		rep     Rep
 		rc      protocol.RequestContext // the context member, on the fast path
+		side    protocol.Ctx            // the context member of a Req without Ctx
 		bounded boundedInline
 	}
 	// An inline call's frame is reused once the call has returned (Service.Inline: its
@@ -93,14 +104,21 @@ func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) 
 		var rc *protocol.Ctx
 		if c, ok := any(req).(ctxHolder); ok {
 			rc = c.RequestCtx()
-		} else {
+		} else if index != nil {
 			rc = reflect.ValueOf(req).Elem().FieldByIndex(index).Addr().Interface().(*protocol.Ctx)
+		} else {
+			rc = &f.side // stays empty unless beside reads it
 		}
 		if fast {
 			rc.Context = &f.rc // the spare DecodeFast fills; it leaves nil without the member
 		}
 		if !fast || !any(req).(fastDecoder).DecodeFast(data) {
 			if err := decodeWith(data, req, s); err != nil {
+				return nil, err
+			}
+		}
+		if beside != nil {
+			if err := decodeWith(data, rc, beside); err != nil {
 				return nil, err
 			}
 		}

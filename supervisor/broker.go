@@ -24,11 +24,14 @@ type Broker struct {
 	log      *zap.Logger
 
 	mu       sync.Mutex
-	lock     *StoreLock // held across restarts; let go by a stop (Serve's ctx ends) or Close
-	instance string     // who the lock file names
+	settings BrokerSettings // set by Configure, read by each Serve
+	lock     *StoreLock     // held across restarts; let go by a stop (Serve's ctx ends) or Close
+	instance string         // who the lock file names
 	url      string
-	ready    chan struct{} // closed once the server accepts connections
-	err      error         // why it could not start, when ready is closed without a URL
+	// monitorURL is where the running server serves /varz; "" without HTTPListen.
+	monitorURL string
+	ready      chan struct{} // closed once the server accepts connections
+	err        error         // why it could not start, when ready is closed without a URL
 }
 
 // BrokerAuth is the one login the embedded broker requires, the engine's own (its
@@ -61,6 +64,52 @@ func NewBroker(listen, storeDir string, log *zap.Logger, auth ...BrokerAuth) (*B
 }
 
 func (b *Broker) String() string { return "embedded nats-server" }
+
+// EmbeddedServerName is the embedded server's name, as its INFO and varz give it: how
+// doctor knows the broker it checks is an engine's own, whose settings are keys of
+// nats.embedded.
+const EmbeddedServerName = "abi-engine-embedded"
+
+// BrokerSettings are the embedded server's settings that bear on the lease (what
+// `abi-engine doctor` checks of any broker). The zero value keeps nats-server's
+// defaults and serves no monitoring.
+type BrokerSettings struct {
+	// PingInterval and PingMax bound how long a half-open client keeps its
+	// subscriptions: PingInterval x (PingMax + 1). 0 for nats-server's.
+	PingInterval time.Duration
+	PingMax      int
+	// SyncInterval is how long an acknowledged JetStream write may sit unsynced (0 for
+	// nats-server's); SyncAlways syncs every write before it is acknowledged.
+	SyncInterval time.Duration
+	SyncAlways   bool
+	// HTTPListen is host:port of the server's HTTP monitoring (/varz); "" for none.
+	HTTPListen string
+}
+
+// Configure sets the server's settings; call it before Serve. A restart keeps them.
+func (b *Broker) Configure(s BrokerSettings) error {
+	if s.HTTPListen != "" {
+		_, port, err := net.SplitHostPort(s.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("supervisor: embedded broker monitoring address %q: %w", s.HTTPListen, err)
+		}
+		if _, err := strconv.Atoi(port); err != nil {
+			return fmt.Errorf("supervisor: embedded broker monitoring address %q: port %q is not a number", s.HTTPListen, port)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.settings = s
+	return nil
+}
+
+// MonitorURL is where the running server serves its HTTP monitoring
+// (http://host:port), "" when it serves none or has not started.
+func (b *Broker) MonitorURL() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.monitorURL
+}
 
 // Lock takes the lock of the store directory now, naming instance as its holder, so
 // the caller learns that another broker holds it (a *StoreLockedError) before it
@@ -152,17 +201,38 @@ func (b *Broker) Serve(ctx context.Context) error {
 		_, p, _ := net.SplitHostPort(b.url[len("nats://"):])
 		port, _ = strconv.Atoi(p)
 	}
+	set := b.settings
+	monitorPort := -1 // none
+	if set.HTTPListen != "" {
+		monitorPort = portOf(set.HTTPListen)
+		if b.monitorURL != "" {
+			// Restarted: monitoring comes back where it was, as the client port does.
+			monitorPort = portOf(b.monitorURL[len("http://"):])
+		}
+	}
 	b.mu.Unlock()
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
 	opts := &server.Options{
-		ServerName: "abi-engine-embedded",
+		ServerName: EmbeddedServerName,
 		Host:       host,
 		Port:       port,
 		NoSigs:     true,
 		JetStream:  true,
 		StoreDir:   b.storeDir,
+		// Zero values are nats-server's defaults.
+		PingInterval: set.PingInterval,
+		MaxPingsOut:  set.PingMax,
+		SyncInterval: set.SyncInterval,
+		SyncAlways:   set.SyncAlways,
+	}
+	if set.HTTPListen != "" {
+		opts.HTTPHost, _, _ = net.SplitHostPort(set.HTTPListen)
+		opts.HTTPPort = monitorPort
+		if monitorPort == 0 {
+			opts.HTTPPort = server.RANDOM_PORT
+		}
 	}
 	a := b.auth
 	opts.Authorization, opts.Username, opts.Password = a.Token, a.User, a.Password
@@ -197,6 +267,9 @@ func (b *Broker) Serve(ctx context.Context) error {
 		b.log.Warn("recording the broker's URL in the store directory's lock file", zap.Error(err))
 	}
 	b.url = url
+	if a := srv.MonitorAddr(); a != nil {
+		b.monitorURL = "http://" + net.JoinHostPort(a.IP.String(), strconv.Itoa(a.Port))
+	}
 	b.err = nil
 	select {
 	case <-b.ready:
@@ -204,7 +277,11 @@ func (b *Broker) Serve(ctx context.Context) error {
 		close(b.ready)
 	}
 	b.mu.Unlock()
-	b.log.Info("embedded nats-server ready", zap.String("url", url), zap.String("store_dir", b.storeDir))
+	fields := []zap.Field{zap.String("url", url), zap.String("store_dir", b.storeDir)}
+	if b.monitorURL != "" {
+		fields = append(fields, zap.String("monitor", b.monitorURL))
+	}
+	b.log.Info("embedded nats-server ready", fields...)
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -266,4 +343,11 @@ func (l zapServerLogger) Fatalf(format string, v ...any) {
 	case l.fatal <- msg:
 	default:
 	}
+}
+
+// portOf is the port of a host:port Configure accepted.
+func portOf(hostport string) int {
+	_, p, _ := net.SplitHostPort(hostport)
+	port, _ := strconv.Atoi(p)
+	return port
 }

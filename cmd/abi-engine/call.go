@@ -41,6 +41,10 @@ Before it sends, call asks the engine that answers which operations the service 
 naming the valid ones (exit 2). The kernel services and their operations:
 
 ` + kernelHelp() + `
+A reply too large for one message (a keyvalue get of a value near the broker's
+max_payload) is asked for parked (header Abi-Overflow: 1) and read from the engine that
+holds it, as the SDK does.
+
 A call the broker refuses for want of a permission fails at once naming the subject:
 nothing ran.`,
 		Example: `  abi-engine call keyvalue set '{"key":"greeting","value":"aGVsbG8="}'
@@ -52,7 +56,7 @@ nothing ran.`,
   abi-engine call keyvalue set @request.json`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			subject, payload, err := callRequest(args, c.stdin)
+			_, payload, err := callRequest(args, c.stdin)
 			if err != nil {
 				return err
 			}
@@ -87,7 +91,10 @@ nothing ran.`,
 			}
 			ctx, cancel := context.WithTimeout(watched, timeout)
 			defer cancel()
-			reply, err := t.Request(ctx, subject, payload, nil)
+			// As the SDK calls: a reply too large for one message (a keyvalue get of a
+			// value near the broker's max_payload) is parked by the engine and read
+			// from it, instead of failing PAYLOAD_TOO_LARGE.
+			reply, err := t.Call(ctx, args[0], args[1], payload)
 			if d := denied(ctx); d != nil {
 				return runtimeError(d)
 			}

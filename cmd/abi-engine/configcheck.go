@@ -37,8 +37,11 @@ the working directory, else the defaults; then ABI_ENGINE_ROLE, ABI_ROLLOUT_ID a
 ABI_NATS_URL) and prints every problem, with the shared-backend verdict for the rollout
 (--rollout, else ABI_ROLLOUT_ID, else nats.engine.rollout_id): a serving engine with a
 rollout id hands over without downtime, so none of its services may keep its data on this
-host. It also checks that the files the configuration names (nats.credentials) can be
-read. It exits 2 on any problem and 0 otherwise, printing where each service keeps its data.`,
+host. It also reads the files the configuration names, as an engine would at connect:
+a .creds file must hold a user JWT and that user's nkey seed, a client certificate must
+match its key, and both the JWT and the certificate must be valid now (an expired one is
+named with its dates). It exits 2 on any problem and 0 otherwise, printing where each
+service keeps its data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var overrides []config.Override

@@ -8,6 +8,7 @@ import (
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/redact"
+	"github.com/abi-engine/engine/supervisor"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -69,8 +70,10 @@ lazy fsync (sync_interval); the connection's round trip against lease/4; and, wi
 
 The server's ping_interval and sync_interval are in its varz, which belongs to the
 system account: --monitor names where to read it, the server's HTTP monitoring address
-(http://nats:8222) or a system-account user (nats://sys:PASSWORD@nats:4222). Without it,
-or when it cannot be read, those checks are a WARN saying so.
+(http://nats:8222) or a system-account user (nats://sys:PASSWORD@nats:4222); with
+nats.url empty, the default is the embedded broker's nats.embedded.http_listen. Without
+it, or when it cannot be read, those checks are a WARN saying so. On an engine's
+embedded broker the fixes name the keys of nats.embedded that set them.
 
 doctor reads and never creates or changes anything. Exit 0 when nothing fails, 1 when
 a check fails, 2 for a configuration error.`,
@@ -98,7 +101,12 @@ func (c *cli) runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		return err
 	}
 	cfg, b := conn.cfg, conn.broker
-	d := &doctor{cfg: cfg, monitor: f.monitor, grace: f.grace, timeout: b.Timeout}
+	monitor := f.monitor
+	if monitor == "" && cfg.NATS.EmbeddedBroker() {
+		// The engine's own broker serves its varz where the configuration says.
+		monitor = cfg.NATS.EmbeddedMonitorURL()
+	}
+	d := &doctor{cfg: cfg, monitor: monitor, grace: f.grace, timeout: b.Timeout}
 	if !f.asJSON {
 		fmt.Fprintf(c.stdout, "abi-engine doctor: %s (lease %s, drain %s)\n",
 			redact.String(b.URL), cfg.NATS.Engine.Lease(), cfg.NATS.Engine.Drain())
@@ -150,6 +158,9 @@ type doctor struct {
 	// server is the server's varz, when it could be read; serverErr says why not.
 	server    *serverSettings
 	serverErr error
+	// embedded says the broker is an engine's embedded one: its settings are keys of
+	// nats.embedded in the engine's configuration, and the fixes name them.
+	embedded bool
 }
 
 func (d *doctor) add(f finding) { d.found = append(d.found, f) }
@@ -160,6 +171,7 @@ func (d *doctor) run(ctx context.Context) {
 		return
 	}
 	d.checkVersion()
+	d.embedded = d.nc.ConnectedServerName() == supervisor.EmbeddedServerName
 	d.servers = d.readServers(ctx)
 	d.nodes = d.leaseNodes()
 	d.checkDomain(ctx)

@@ -3,6 +3,7 @@ package main
 // The checks of abi-engine doctor, one function each, in the order they run.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,7 +141,7 @@ func (d *doctor) replicasAgainstCluster(check, key string, replicas int) (findin
 			Fix:    fmt.Sprintf("set %s to at most %d", key, d.nodes)}, true
 	case replicas == 1 && d.nodes > 1:
 		return finding{Check: check, Verdict: verdictWarn,
-			Reason: fmt.Sprintf("%s is 1 on a cluster of %d servers: the bucket lives on one node and is gone while that node is", key, d.nodes),
+			Reason: fmt.Sprintf("%s is 1 on a cluster of %d servers: the bucket lives on one node and cannot be read or written while that node is down", key, d.nodes),
 			Fix:    fmt.Sprintf("set %s: 3 (an existing bucket: nats stream edit --replicas 3)", key)}, true
 	}
 	return finding{}, false
@@ -303,9 +304,14 @@ func (d *doctor) checkPingInterval() {
 	const check = "ping interval"
 	lease := d.cfg.NATS.Engine.Lease()
 	if d.server == nil {
+		fix := fmt.Sprintf("check by hand that ping_interval x (ping_max + 1) is at most the lease (%s); nats-server's default 2m x 3 is not", lease)
+		if d.embedded {
+			pingMax := cmp.Or(d.cfg.NATS.Embedded.PingMax, 2) // 0: nats-server's 2
+			fix = fmt.Sprintf("set %s (e.g. \"127.0.0.1:8222\") for doctor to read it, and %s: %s in the engine's configuration (lease %s / (ping_max %d + 1))",
+				keyEmbeddedHTTP, keyEmbeddedPing, secondsValue(lease/time.Duration(pingMax+1)), lease, pingMax)
+		}
 		d.add(finding{Check: check, Verdict: verdictWarn,
-			Reason: "cannot read the server's ping_interval: " + d.serverErr.Error(),
-			Fix:    fmt.Sprintf("check by hand that ping_interval x (ping_max + 1) is at most the lease (%s); nats-server's default 2m x 3 is not", lease)})
+			Reason: "cannot read the server's ping_interval: " + d.serverErr.Error(), Fix: fix})
 		return
 	}
 	s := d.server
@@ -315,11 +321,28 @@ func (d *doctor) checkPingInterval() {
 			"ping_interval %s, ping_max %d: a half-open connection is dropped within %s, no later than a successor serves (lease %s)", s.PingInterval, s.PingMax, stale, lease)})
 		return
 	}
-	want := (lease / time.Duration(s.PingMax+1)).Truncate(time.Second)
+	want := max((lease / time.Duration(s.PingMax+1)).Truncate(time.Second), time.Second)
+	fix := fmt.Sprintf("set ping_interval: \"%s\" in the server's configuration (lease %s / (ping_max %d + 1))", want, lease, s.PingMax)
+	if d.embedded {
+		fix = fmt.Sprintf("set %s: %s in the engine's configuration, the embedded broker's (lease %s / (ping_max %d + 1))", keyEmbeddedPing, secondsValue(want), lease, s.PingMax)
+	}
 	d.add(finding{Check: check, Verdict: verdictWarn,
 		Reason: fmt.Sprintf("ping_interval %s, ping_max %d: the broker keeps a half-open holder's subscriptions for up to %s, "+
 			"%s past the lease, and hands it about half the calls after its successor serves; they time out (docs/chaos.md, partition)", s.PingInterval, s.PingMax, stale, stale-lease),
-		Fix: fmt.Sprintf("set ping_interval: \"%s\" in the server's configuration (lease %s / (ping_max %d + 1))", max(want, time.Second), lease, s.PingMax)})
+		Fix: fix})
+}
+
+// The keys of the embedded broker's settings, which the fixes name on an engine's
+// embedded broker: a server configuration file it does not have.
+const (
+	keyEmbeddedPing       = "nats.embedded.ping_interval_seconds"
+	keyEmbeddedSyncAlways = "nats.embedded.sync_always"
+	keyEmbeddedHTTP       = "nats.embedded.http_listen"
+)
+
+// secondsValue is d as the value of a _seconds key: whole seconds, at least 1.
+func secondsValue(d time.Duration) string {
+	return strconv.FormatInt(int64(max(d.Truncate(time.Second), time.Second)/time.Second), 10)
 }
 
 // defaultSyncInterval is nats-server's sync_interval when none is configured.
@@ -338,8 +361,11 @@ func (d *doctor) checkSync() {
 		if replicas >= 3 {
 			v, reason = verdictOK, "the lease bucket is R3 or more: an acknowledged write is on a quorum of servers"
 		}
-		d.add(finding{Check: check, Verdict: v, Reason: reason,
-			Fix: "with R1 buckets, set sync_interval: always in the server's jetstream block, or use R3 on a cluster"})
+		fix := "with R1 buckets, set sync_interval: always in the server's jetstream block, or use R3 on a cluster"
+		if d.embedded {
+			fix = fmt.Sprintf("set %s: true in the engine's configuration, and %s for doctor to read it", keyEmbeddedSyncAlways, keyEmbeddedHTTP)
+		}
+		d.add(finding{Check: check, Verdict: v, Reason: reason, Fix: fix})
 		return
 	}
 	s := d.server
@@ -354,10 +380,15 @@ func (d *doctor) checkSync() {
 		d.add(finding{Check: check, Verdict: verdictOK, Reason: fmt.Sprintf(
 			"sync_interval %s, but the lease bucket is R%d: an acknowledged write is on a quorum of servers", interval, replicas)})
 	default:
+		fix := "set sync_interval: always in the server's jetstream block, or run a 3-node cluster with lease_replicas: 3"
+		if d.embedded {
+			// One node: replicas are not an option.
+			fix = fmt.Sprintf("set %s: true in the engine's configuration, the embedded broker's", keyEmbeddedSyncAlways)
+		}
 		d.add(finding{Check: check, Verdict: verdictWarn,
 			Reason: fmt.Sprintf("sync_interval %s with an R%d lease bucket: a crash of the server's host can lose the last %s of acknowledged writes, "+
 				"lease renewals and data included, and the lease revision can go back", interval, max(replicas, 1), interval),
-			Fix: "set sync_interval: always in the server's jetstream block, or run a 3-node cluster with lease_replicas: 3"})
+			Fix: fix})
 	}
 }
 

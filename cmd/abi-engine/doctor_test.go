@@ -220,7 +220,8 @@ func TestDoctorReplicasOnCluster(t *testing.T) {
 	url := c.Nodes[0].URL()
 	r := runCLI(t, nil, "doctor", "--nats", url)
 	wantCode(t, r, exitOK)
-	wantVerdict(t, r, "lease bucket", "WARN", "nats.engine.lease_replicas is 1 on a cluster of 3 servers")
+	wantVerdict(t, r, "lease bucket", "WARN", "nats.engine.lease_replicas is 1 on a cluster of 3 servers",
+		"the bucket lives on one node and cannot be read or written while that node is down\n")
 
 	dir := t.TempDir()
 	r3 := writeFile(t, dir, "r3.yaml", "nats:\n  engine: {lease_replicas: 3}\n")

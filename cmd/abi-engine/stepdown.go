@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/redact"
@@ -34,7 +35,8 @@ with --to only a standby of that rollout takes it at once (the others go on wait
 The old engine runs the same handover as after SIGTERM (jobs stop, release, drain)
 and exits 0, or with --stay starts again as a hot standby.
 
-Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 otherwise.`,
+Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 2 a bad flag,
+such as --to with an id no rollout can have (nothing was asked); 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.stepDown(cmd, &conn, control.StepDownRequest{To: to, Stay: stay}, timeout)
@@ -51,6 +53,11 @@ Exit codes: 0 handed over; 3 no standby qualifies (nothing was changed); 1 other
 func (c *cli) stepDown(cmd *cobra.Command, conn *connFlags, req control.StepDownRequest, timeout time.Duration) error {
 	if timeout <= 0 {
 		return usageError(&flagError{fmt.Errorf("--timeout %s must be positive", timeout)})
+	}
+	// An id no engine can have would otherwise reach the holder and come back as "no
+	// standby qualifies" (exit 3), as if the deploy were short of a standby.
+	if err := config.CheckRolloutID(req.To); err != nil {
+		return usageError(&flagError{fmt.Errorf("--to %w", err)})
 	}
 	b, err := c.brokerFor(cmd, conn)
 	if err != nil {

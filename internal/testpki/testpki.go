@@ -69,7 +69,17 @@ func (ca *CA) Client(cn string) (Pair, error) {
 	return ca.issue(cn, x509.ExtKeyUsageClientAuth, nil, nil)
 }
 
+// ClientValid issues a client certificate with common name cn valid from notBefore
+// until notAfter: an expired one, or one not valid yet.
+func (ca *CA) ClientValid(cn string, notBefore, notAfter time.Time) (Pair, error) {
+	return ca.issueValid(cn, x509.ExtKeyUsageClientAuth, nil, nil, notBefore, notAfter)
+}
+
 func (ca *CA) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP, dns []string) (Pair, error) {
+	return ca.issueValid(cn, usage, ips, dns, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+func (ca *CA) issueValid(cn string, usage x509.ExtKeyUsage, ips []net.IP, dns []string, notBefore, notAfter time.Time) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
@@ -78,8 +88,8 @@ func (ca *CA) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP, dns []strin
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial + 1),
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		IPAddresses:  ips,
