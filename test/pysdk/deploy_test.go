@@ -71,7 +71,7 @@ func TestRollingDeployUnderThePythonSDK(t *testing.T) {
 	}
 	watch := watchReady(mods...)
 
-	tf := startTraffic(t, py, srv.URL(), token, dir)
+	tf := startTraffic(t, py, srv.URL(), token, dir, deployClients)
 	tf.waitProgress(3, 60*time.Second)
 	started := time.Now()
 	for _, rollout := range []string{"v2", "v3"} {
@@ -127,7 +127,7 @@ type traffic struct {
 	acked   []string
 }
 
-func startTraffic(t testing.TB, py, natsURL, token, dir string) *traffic {
+func startTraffic(t testing.TB, py, natsURL, token, dir string, clients int) *traffic {
 	t.Helper()
 	here, err := filepath.Abs(".")
 	if err != nil {
@@ -135,7 +135,7 @@ func startTraffic(t testing.TB, py, natsURL, token, dir string) *traffic {
 	}
 	tf := &traffic{t: t, py: py, env: []string{"ABI_NATS_URL=" + natsURL, "ABI_SERVICE_TOKEN=" + token, "PYTHONDONTWRITEBYTECODE=1"}}
 	run := fmt.Sprintf("deploy%d", time.Now().UnixNano())
-	for i := range deployClients {
+	for i := range clients {
 		acked := filepath.Join(dir, fmt.Sprintf("acked-%d.jsonl", i))
 		args := []string{filepath.Join(here, "sdk_traffic.py"), "write", "--client", fmt.Sprint(i), "--run", run, "--acked", acked}
 		if transfers {
@@ -203,8 +203,8 @@ func (tf *traffic) halt() int {
 // how many read back intact and how many there were.
 func (tf *traffic) verify() (read, acked int) {
 	tf.t.Helper()
-	for _, f := range tf.acked {
-		acked += countLines(f)
+	if acked = tf.ackedCount(); acked == 0 {
+		tf.t.Fatal("no write was acknowledged: nothing to read back")
 	}
 	here, _ := filepath.Abs(".")
 	args := append([]string{filepath.Join(here, "sdk_traffic.py"), "verify"}, "--acked")
@@ -225,6 +225,15 @@ func (tf *traffic) verify() (read, acked int) {
 		tf.t.Errorf("%d acknowledged writes did not read back, first: %s", len(res.Bad), res.Bad[0])
 	}
 	return res.Read - len(res.Bad), acked
+}
+
+// ackedCount is how many writes the clients have had acknowledged so far.
+func (tf *traffic) ackedCount() int {
+	n := 0
+	for _, f := range tf.acked {
+		n += countLines(f)
+	}
+	return n
 }
 
 // countLines counts the complete lines of a file the clients append to.
