@@ -1,0 +1,55 @@
+package pysdk
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/servicetoken"
+)
+
+// TestSDKBench runs sdk_bench.py, the figures of the Python SDK against abi-engine
+// (docs/performance.md), with ABI_SDK_BENCH=1: a broker taking 8 MiB messages (as the
+// Python dev broker does), abi-engine on the jetstream backends, and the published SDK.
+// ABI_SDK_BENCH_ARGS passes arguments to the script (e.g. "--rounds 1 --seconds 1").
+func TestSDKBench(t *testing.T) {
+	if os.Getenv("ABI_SDK_BENCH") != "1" {
+		t.Skip("the SDK figures run with ABI_SDK_BENCH=1 (minutes of full load)")
+	}
+	py := venv(t, python(t))
+	dir := t.TempDir()
+	bin := buildEngine(t, dir)
+	srv := natstest.Start(t, natstest.WithMaxPayload(8<<20))
+	secret := []byte("pysdk-bench-secret-0123456789abcdef")
+	secretFile := filepath.Join(dir, "jwt-secret")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	token, err := servicetoken.Mint(secret, "sdk-bench", time.Now(), 4*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	e := startEngine(t, bin, "abi-engine", "", deployConfig(srv.URL(), secretFile, port), port)
+	e.waitState("serving", 60*time.Second)
+
+	args := []string{"sdk_bench.py"}
+	if !transfers {
+		args = append(args, "--unary-get")
+	}
+	args = append(args, strings.Fields(os.Getenv("ABI_SDK_BENCH_ARGS"))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, args...)
+	cmd.Env = append(os.Environ(), "ABI_NATS_URL="+srv.URL(), "ABI_SERVICE_TOKEN="+token, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("--- sdk_bench.py %s:\n%s", strings.Join(args[1:], " "), out)
+	if err != nil {
+		t.Fatalf("sdk_bench.py: %v", err)
+	}
+}
