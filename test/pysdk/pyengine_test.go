@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -121,12 +122,32 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 	}
 	pyEngine := startProc(t, "python engine", pyDir, []string{"PYTHONPATH=" + adapters, "PYTHONDONTWRITEBYTECODE=1"},
 		enginePy, filepath.Join(adapters, "serve.py"), "config.yaml")
+	booting := time.Now()
 	pyEngine.waitOutput("loaded ", 180*time.Second)
+	t.Logf("the Python engine loaded in %s", time.Since(booting).Round(time.Millisecond))
+
+	// Before the migration, abi-engine's doctor with the configuration abi-engine will
+	// run: the lease bucket the Python engine made is one abi-engine can use.
+	port := freePort(t)
+	goConfig := deployConfig(srv.URL(), secretFile, port)
+	doctorFile := filepath.Join(dir, "doctor.yaml")
+	if err := os.WriteFile(doctorFile, []byte(goConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doctor := exec.Command(bin, "doctor", "--config", doctorFile)
+	doctor.Dir = dir
+	report, err := doctor.CombinedOutput()
+	t.Logf("--- abi-engine doctor while the Python engine serves:\n%s", report)
+	if err != nil {
+		t.Fatalf("abi-engine doctor: %v", err)
+	}
+	if !strings.Contains(string(report), fmt.Sprintf("%-5s %-21s", "OK", "lease bucket")) {
+		t.Fatalf("abi-engine doctor did not find the lease bucket OK")
+	}
 
 	// abi-engine stands by behind the Python holder (it has a rollout id, the Python
 	// engine none) and opens the JetStream buckets the Python engine's adapters bind to.
-	port := freePort(t)
-	goEngine := startEngine(t, bin, "abi-engine", "abi-1", deployConfig(srv.URL(), secretFile, port), port)
+	goEngine := startEngine(t, bin, "abi-engine", "abi-1", goConfig, port)
 	goEngine.waitState("standby", 60*time.Second)
 
 	// The Python engine's discovery lets a module register only with a token whose
