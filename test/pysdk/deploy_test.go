@@ -14,10 +14,11 @@ import (
 	"github.com/abi-engine/engine/internal/servicetoken"
 )
 
-// transfers says whether the engine serves the SDK's object transfers in protobuf.
-// Without them the clients read objects with the generated unary get_object and put
-// none above the facade's 64 KiB unary limit.
-const transfers = false
+// transfers says whether the engine serves the SDK's object transfers in protobuf: the
+// clients then read every object through the facade's get_object (a transfer) and put
+// every third one above the facade's 64 KiB unary limit (a transfer too). Set it false
+// to read with the generated unary get_object and put nothing above 64 KiB.
+const transfers = true
 
 // deployClients and the handovers are those of the issue: eight SDK clients, v1 → v2 → v3.
 const deployClients = 8
@@ -104,6 +105,13 @@ func TestRollingDeployUnderThePythonSDK(t *testing.T) {
 		}
 	}
 	read, acked := tf.verify()
+	if transfers {
+		// The SDK falls back to the unary get_object only when a transfer open found no
+		// responder: v3 served every object get, the verify's included, as a transfer.
+		if n := serving.counter("abi_engine_requests_total", `service="object_storage"`, `operation="get_object"`); n != 0 {
+			t.Errorf("v3 served %v unary get_object calls: object gets fell back from transfers", n)
+		}
+	}
 	t.Logf("two handovers in %s under %d SDK clients: %d calls; %d acknowledged writes read back from v3; /ready polled %d times",
 		deploy.Round(time.Millisecond), deployClients, calls, acked, watch.polls)
 	if read != acked {

@@ -188,6 +188,31 @@ func (e *engineProc) get(path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
+// counter sums the samples of a metric of the engine's /metrics whose labels include
+// every one of labels.
+func (e *engineProc) counter(name string, labels ...string) float64 {
+	e.t.Helper()
+	code, body, err := e.get("/metrics")
+	if err != nil || code != http.StatusOK {
+		e.t.Fatalf("%s /metrics: %d %v", e.name, code, err)
+	}
+	sum := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		matched := true
+		for _, l := range labels {
+			matched = matched && strings.Contains(line, l)
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); matched && err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
 // status is the part of /status the tests read.
 type status struct {
 	State      string `json:"state"`
