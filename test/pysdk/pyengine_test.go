@@ -164,7 +164,7 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 	}
 	watch := watchReady(mod)
 	tf := startTraffic(t, sdkPy, srv.URL(), token, dir, 3)
-	tf.waitProgress(6, 60*time.Second)
+	tf.waitProgress(20, 60*time.Second)
 	throughPython := tf.ackedCount() // abi-engine stands by: these went through the Python engine
 
 	pyEngine.signal(syscall.SIGTERM)

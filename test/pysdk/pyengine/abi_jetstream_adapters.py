@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import io
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from queue import Queue
 
@@ -156,7 +157,10 @@ class JetStreamObjects(IObjectStorageAdapter):
 
         return self._run(fn)
 
+    @contextmanager
     def get_object_stream(self, prefix: str, key: str):
+        # The engine's transfer host enters it as a context manager, as it does the
+        # file system adapter's.
         yield io.BytesIO(self.get_object(prefix, key))
 
     def put_object(self, prefix: str, key: str, content: bytes) -> None:
