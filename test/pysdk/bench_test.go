@@ -2,10 +2,14 @@ package pysdk
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +42,18 @@ func TestSDKBench(t *testing.T) {
 	e := startEngine(t, bin, "abi-engine", "", deployConfig(srv.URL(), secretFile, port), port)
 	e.waitState("serving", 60*time.Second)
 
+	// The broker runs in this process: its CPU is this process's (the test itself only
+	// waits meanwhile).
+	brokerCPU := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, "%.6f\n", time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds())
+	}))
+	defer brokerCPU.Close()
+
 	args := []string{"sdk_bench.py"}
 	if !transfers {
 		args = append(args, "--unary-get")
@@ -46,7 +62,8 @@ func TestSDKBench(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, args...)
-	cmd.Env = append(os.Environ(), "ABI_NATS_URL="+srv.URL(), "ABI_SERVICE_TOKEN="+token, "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(os.Environ(), "ABI_NATS_URL="+srv.URL(), "ABI_SERVICE_TOKEN="+token, "PYTHONDONTWRITEBYTECODE=1",
+		"ABI_BENCH_ENGINE_METRICS=http://"+e.http+"/metrics", "ABI_BENCH_BROKER_CPU="+brokerCPU.URL)
 	out, err := cmd.CombinedOutput()
 	t.Logf("--- sdk_bench.py %s:\n%s", strings.Join(args[1:], " "), out)
 	if err != nil {

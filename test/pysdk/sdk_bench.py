@@ -9,7 +9,13 @@ Each client is its own process with its own ABIClient (its own connection), call
 one operation back to back, as a module process does. The rounds interleave: every
 round runs every (operation, clients) pair once, and the figure of a pair is the median
 of its rounds. Prints one JSON line per pair and, last, a Markdown table. The URL and
-the token come from ABI_NATS_URL and ABI_SERVICE_TOKEN."""
+the token come from ABI_NATS_URL and ABI_SERVICE_TOKEN.
+
+Where the time goes: each pair also reports the CPU time per call of the SDK clients
+(their own process time), of the engine (process_cpu_seconds_total of the metrics URL
+in ABI_BENCH_ENGINE_METRICS) and of the broker (the seconds the URL in
+ABI_BENCH_BROKER_CPU answers: bench_test.go's process, which runs the broker), when
+those are set."""
 
 import argparse
 import asyncio
@@ -18,6 +24,7 @@ import multiprocessing as mp
 import os
 import statistics
 import time
+import urllib.request
 
 from naas_abi_proto.object_storage.v1 import object_storage_pb2 as osp
 from naas_abi_sdk import ABIClient
@@ -46,16 +53,28 @@ async def client_loop(op, seconds, unary_get, start_at):
             call = lambda: store.get_object(PREFIX, "1mib")  # noqa: E731
         await call()  # connect and warm up outside the measured window
         await asyncio.sleep(max(0.0, start_at - time.time()))
-        lat, end = [], time.time() + seconds
+        lat, end, cpu = [], time.time() + seconds, time.process_time()
         while time.time() < end:
             t0 = time.perf_counter()
             await call()
             lat.append(time.perf_counter() - t0)
-        return lat
+        return lat, time.process_time() - cpu
 
 
 def worker(op, seconds, unary_get, start_at, out):
     out.put(asyncio.run(client_loop(op, seconds, unary_get, start_at)))
+
+
+def cpu_seconds(env):
+    """The CPU seconds another process reports at the URL in env, or None."""
+    url = os.environ.get(env)
+    if not url:
+        return None
+    body = urllib.request.urlopen(url, timeout=10).read().decode()
+    for line in body.splitlines():
+        if line.startswith("process_cpu_seconds_total ") or line.replace(".", "", 1).isdigit():
+            return float(line.split()[-1])
+    return None
 
 
 def run_pair(op, clients, seconds, unary_get):
@@ -64,16 +83,28 @@ def run_pair(op, clients, seconds, unary_get):
     out = ctx.Queue()
     start_at = time.time() + 2.0 + 0.15 * clients  # every process connected by then
     procs = [ctx.Process(target=worker, args=(op, seconds, unary_get, start_at, out)) for _ in range(clients)]
+    # The engine's and the broker's CPU over the whole pair, each client's connection and
+    # first call included (one call in hundreds).
+    engine0, broker0 = cpu_seconds("ABI_BENCH_ENGINE_METRICS"), cpu_seconds("ABI_BENCH_BROKER_CPU")
     for p in procs:
         p.start()
-    lat = []
+    lat, client_cpu = [], 0.0
     for _ in procs:
-        lat.extend(out.get(timeout=120 + seconds))
+        got, cpu = out.get(timeout=120 + seconds)
+        lat.extend(got)
+        client_cpu += cpu
     for p in procs:
         p.join()
+    engine1, broker1 = cpu_seconds("ABI_BENCH_ENGINE_METRICS"), cpu_seconds("ABI_BENCH_BROKER_CPU")
     lat.sort()
     pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
-    return {"calls_per_s": len(lat) / seconds, "p50_ms": pick(0.50), "p99_ms": pick(0.99), "calls": len(lat)}
+    res = {"calls_per_s": len(lat) / seconds, "p50_ms": pick(0.50), "p99_ms": pick(0.99), "calls": len(lat),
+           "client_cpu_us_per_call": client_cpu / len(lat) * 1e6}
+    if engine0 is not None:
+        res["engine_cpu_us_per_call"] = (engine1 - engine0) / len(lat) * 1e6
+    if broker0 is not None:
+        res["broker_cpu_us_per_call"] = (broker1 - broker0) / len(lat) * 1e6
+    return res
 
 
 async def setup():
@@ -100,11 +131,12 @@ def main():
                 res = run_pair(op, n, args.seconds, args.unary_get)
                 results.setdefault((op, n), []).append(res)
                 print(json.dumps({"round": r, "op": op, "clients": n, **res}), flush=True)
-    print("\n| operation | clients | calls/s | p50 ms | p99 ms |")
-    print("|---|---|---|---|---|")
+    print("\n| operation | clients | calls/s | p50 ms | p99 ms | CPU µs per call: clients | engine | broker |")
+    print("|---|---|---|---|---|---|---|---|")
     for (op, n), rs in results.items():
-        med = lambda k: statistics.median(x[k] for x in rs)  # noqa: E731
-        print(f"| {op} | {n} | {med('calls_per_s'):.0f} | {med('p50_ms'):.2f} | {med('p99_ms'):.2f} |")
+        med = lambda k: statistics.median(x.get(k, float("nan")) for x in rs)  # noqa: E731
+        print(f"| {op} | {n} | {med('calls_per_s'):.0f} | {med('p50_ms'):.2f} | {med('p99_ms'):.2f} "
+              f"| {med('client_cpu_us_per_call'):.0f} | {med('engine_cpu_us_per_call'):.0f} | {med('broker_cpu_us_per_call'):.0f} |")
 
 
 if __name__ == "__main__":
