@@ -54,19 +54,46 @@ func TestSDKBench(t *testing.T) {
 	}))
 	defer brokerCPU.Close()
 
-	args := []string{"sdk_bench.py"}
-	if !transfers {
-		args = append(args, "--unary-get")
+	bench := func(engine string, pid int) {
+		args := []string{"sdk_bench.py"}
+		if !transfers {
+			args = append(args, "--unary-get")
+		}
+		args = append(args, strings.Fields(os.Getenv("ABI_SDK_BENCH_ARGS"))...)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, args...)
+		cmd.Env = append(os.Environ(), "ABI_NATS_URL="+srv.URL(), "ABI_SERVICE_TOKEN="+token, "PYTHONDONTWRITEBYTECODE=1",
+			fmt.Sprintf("ABI_BENCH_ENGINE_PID=%d", pid), "ABI_BENCH_BROKER_CPU="+brokerCPU.URL)
+		out, err := cmd.CombinedOutput()
+		t.Logf("--- sdk_bench.py %s against %s:\n%s", strings.Join(args[1:], " "), engine, out)
+		if err != nil {
+			t.Fatalf("sdk_bench.py against %s: %v", engine, err)
+		}
 	}
-	args = append(args, strings.Fields(os.Getenv("ABI_SDK_BENCH_ARGS"))...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, args...)
-	cmd.Env = append(os.Environ(), "ABI_NATS_URL="+srv.URL(), "ABI_SERVICE_TOKEN="+token, "PYTHONDONTWRITEBYTECODE=1",
-		"ABI_BENCH_ENGINE_METRICS=http://"+e.http+"/metrics", "ABI_BENCH_BROKER_CPU="+brokerCPU.URL)
-	out, err := cmd.CombinedOutput()
-	t.Logf("--- sdk_bench.py %s:\n%s", strings.Join(args[1:], " "), out)
+	bench("abi-engine", e.cmd.Process.Pid)
+
+	// The Python engine on the same broker in the same run, with its own default
+	// keyvalue and object_storage backends (in memory, files), after abi-engine stopped.
+	if os.Getenv(requiredEngine) != "1" {
+		t.Logf("the Python engine's figures run with %s=1 too", requiredEngine)
+		return
+	}
+	enginePy := engineVenv(t, python(t))
+	e.signal(syscall.SIGTERM)
+	if code := e.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("abi-engine exited %d after SIGTERM", code)
+	}
+	pyDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pyDir, "config.yaml"), []byte(pyEngineConfig(srv.URL(), string(secret), false)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	here, err := filepath.Abs("pyengine")
 	if err != nil {
-		t.Fatalf("sdk_bench.py: %v", err)
+		t.Fatal(err)
 	}
+	pyEngine := startProc(t, "python engine", pyDir, []string{"PYTHONPATH=" + here, "PYTHONDONTWRITEBYTECODE=1"},
+		enginePy, filepath.Join(here, "serve.py"), "config.yaml")
+	pyEngine.waitOutput("loaded ", 180*time.Second)
+	bench("the Python engine (naas-abi-core 3.1.0)", pyEngine.cmd.Process.Pid)
 }

@@ -64,9 +64,14 @@ func engineVenv(t *testing.T, py string) string {
 // (pyengine/abi_jetstream_adapters.py). Every other service keeps its local default,
 // which is why this engine runs without a rollout id (a Python engine with one refuses
 // local backends).
-func pyEngineConfig(natsURL, secret string) string {
+// Without shared, keyvalue and object_storage keep the Python engine's defaults too.
+func pyEngineConfig(natsURL, secret string, shared bool) string {
 	adapter := func(class string) string {
 		return fmt.Sprintf(`{adapter: custom, python_module: abi_jetstream_adapters, module_callable: %s, custom_config: {nats_url: %q}, shared_storage: true}`, class, natsURL)
+	}
+	stores := ""
+	if shared {
+		stores = fmt.Sprintf("  kv: {kv_adapter: %s}\n  object_storage: {object_storage_adapter: %s}\n", adapter("JetStreamKeyValue"), adapter("JetStreamObjects"))
 	}
 	return fmt.Sprintf(`api: {reload: false}
 global_config: {ai_mode: cloud, skip_ontology_loading: true}
@@ -74,15 +79,13 @@ modules: []
 services:
   secret: {secret_adapters: []}
   cache: {cache_adapters: []}
-  kv: {kv_adapter: %s}
-  object_storage: {object_storage_adapter: %s}
-nats:
+%snats:
   nats_url: %q
   jwt_secret: %q
   discovery: {project: pysdk, lease_seconds: 5}
   jobs: {enabled: false}
   engine: {lease_seconds: 2, drain_seconds: 5}
-`, adapter("JetStreamKeyValue"), adapter("JetStreamObjects"), natsURL, secret)
+`, stores, natsURL, secret)
 }
 
 // TestHandoverFromThePythonEngine is the migration of a Python deployment: the Python
@@ -113,7 +116,7 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 	}
 
 	pyDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(pyDir, "config.yaml"), []byte(pyEngineConfig(srv.URL(), secret)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(pyDir, "config.yaml"), []byte(pyEngineConfig(srv.URL(), secret, true)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	adapters, err := filepath.Abs("pyengine")

@@ -12,8 +12,8 @@ of its rounds. Prints one JSON line per pair and, last, a Markdown table. The UR
 the token come from ABI_NATS_URL and ABI_SERVICE_TOKEN.
 
 Where the time goes: each pair also reports the CPU time per call of the SDK clients
-(their own process time), of the engine (process_cpu_seconds_total of the metrics URL
-in ABI_BENCH_ENGINE_METRICS) and of the broker (the seconds the URL in
+(their own process time), of the engine (the process whose pid is in
+ABI_BENCH_ENGINE_PID) and of the broker (the seconds the URL in
 ABI_BENCH_BROKER_CPU answers: bench_test.go's process, which runs the broker), when
 those are set."""
 
@@ -66,15 +66,16 @@ def worker(op, seconds, unary_get, start_at, out):
 
 
 def cpu_seconds(env):
-    """The CPU seconds another process reports at the URL in env, or None."""
-    url = os.environ.get(env)
-    if not url:
+    """The CPU seconds of another process: the engine's by its pid in env (from
+    /proc, Linux), the broker's as the URL in env answers them; None when env is unset."""
+    where = os.environ.get(env)
+    if not where:
         return None
-    body = urllib.request.urlopen(url, timeout=10).read().decode()
-    for line in body.splitlines():
-        if line.startswith("process_cpu_seconds_total ") or line.replace(".", "", 1).isdigit():
-            return float(line.split()[-1])
-    return None
+    if where.isdigit():
+        with open(f"/proc/{where}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(urllib.request.urlopen(where, timeout=10).read().decode().strip())
 
 
 def run_pair(op, clients, seconds, unary_get):
@@ -85,7 +86,7 @@ def run_pair(op, clients, seconds, unary_get):
     procs = [ctx.Process(target=worker, args=(op, seconds, unary_get, start_at, out)) for _ in range(clients)]
     # The engine's and the broker's CPU over the whole pair, each client's connection and
     # first call included (one call in hundreds).
-    engine0, broker0 = cpu_seconds("ABI_BENCH_ENGINE_METRICS"), cpu_seconds("ABI_BENCH_BROKER_CPU")
+    engine0, broker0 = cpu_seconds("ABI_BENCH_ENGINE_PID"), cpu_seconds("ABI_BENCH_BROKER_CPU")
     for p in procs:
         p.start()
     lat, client_cpu = [], 0.0
@@ -95,7 +96,7 @@ def run_pair(op, clients, seconds, unary_get):
         client_cpu += cpu
     for p in procs:
         p.join()
-    engine1, broker1 = cpu_seconds("ABI_BENCH_ENGINE_METRICS"), cpu_seconds("ABI_BENCH_BROKER_CPU")
+    engine1, broker1 = cpu_seconds("ABI_BENCH_ENGINE_PID"), cpu_seconds("ABI_BENCH_BROKER_CPU")
     lat.sort()
     pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
     res = {"calls_per_s": len(lat) / seconds, "p50_ms": pick(0.50), "p99_ms": pick(0.99), "calls": len(lat),
