@@ -127,7 +127,9 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 		enginePy, filepath.Join(adapters, "serve.py"), "config.yaml")
 	booting := time.Now()
 	pyEngine.waitOutput("loaded ", 180*time.Second)
-	t.Logf("the Python engine loaded in %s", time.Since(booting).Round(time.Millisecond))
+	_, version, _ := strings.Cut(pyEngine.out.String(), "naas-abi-core ")
+	version, _, _ = strings.Cut("naas-abi-core "+version, "\n")
+	t.Logf("the Python engine (%s) loaded in %s", version, time.Since(booting).Round(time.Millisecond))
 
 	// Before the migration, abi-engine's doctor with the configuration abi-engine will
 	// run: the lease bucket the Python engine made is one abi-engine can use.

@@ -5,10 +5,11 @@ of its own; its API host calls the same Engine.shutdown from uvicorn's lifespan)
 
   python serve.py CONFIG.yaml
 
-Prints "loaded <instance id>" once load() returned, that is once the engine serves and
+Prints the installed versions, then "loaded <instance id>" once load() returned, that is once the engine serves and
 renews its lease, and "stopped" after shutdown(). Built-in modules are kept from calling
 services while they load, as naas-abi-core's own handover tests do."""
 
+import importlib.metadata as md
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from naas_abi_core.engine.Engine import Engine
 
 
 def main():
+    print(" ".join(f"{d} {md.version(d)}" for d in ("naas-abi-core", "naas-abi-sdk", "nats-py")), flush=True)
     Engine.on_initialized = lambda self: None
     with open(sys.argv[1]) as f:
         engine = Engine(f.read())
