@@ -111,11 +111,15 @@ func NoMaxAge() Setting {
 	}}
 }
 
-// NoPerKeyTTL requires the bucket to refuse per-key TTLs, so no write can give a key
-// an expiry.
+// NoPerKeyTTL refuses a bucket made for per-key TTLs (nats.go's LimitMarkerTTL, which
+// turns on the subject delete markers that expiring keys leave). A bucket that merely
+// allows a message TTL is accepted: nats-py, the Python engines' client, creates every
+// KV bucket so (its create_key_value sets allow_msg_ttl), a Python engine makes
+// ABI_ENGINE on first use, and a key expires by it only if a writer puts a TTL on the
+// key, which neither engine does (an update also drops a TTL the key had).
 func NoPerKeyTTL() Setting {
 	return Setting{Name: "per-key ttl", Want: "off", Of: func(c jetstream.StreamConfig) string {
-		if c.AllowMsgTTL || c.SubjectDeleteMarkerTTL > 0 {
+		if c.SubjectDeleteMarkerTTL > 0 {
 			return "on"
 		}
 		return "off"

@@ -385,3 +385,40 @@ func TestADeletedBucketIsRecreated(t *testing.T) {
 		t.Fatalf("taking the lease again: %v", err)
 	}
 }
+
+// TestOpenAcceptsTheBucketAPythonEngineMakes: nats-py (2.16), the Python engines'
+// client, creates every KV bucket with message TTLs allowed, and a Python engine makes
+// ABI_ENGINE on first use. abi-engine binds such a bucket (it refused it as having
+// per-key TTLs, so it could never stand by behind a Python engine) and takes the lease
+// in it by the normal rules.
+func TestOpenAcceptsTheBucketAPythonEngineMakes(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bucket := fmt.Sprintf("ABI_ENGINE_T%d", bucketSeq.Add(1))
+	// The stream nats-py's create_key_value(KeyValueConfig(bucket=B, history=1)) adds.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "KV_" + bucket, Subjects: []string{"$KV." + bucket + ".>"},
+		AllowRollup: true, AllowMsgTTL: true, DenyDelete: true, Discard: jetstream.DiscardNew,
+		Duplicates: 2 * time.Minute, MaxConsumers: -1, MaxMsgs: -1, MaxMsgsPerSubject: 1,
+		Storage: jetstream.FileStorage, Replicas: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{Bucket: bucket})
+	if err != nil {
+		t.Fatalf("Open of a bucket made by nats-py: %v", err)
+	}
+	rev, err := s.Create(ctx, leasetest.Holder("me", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, leasetest.Holder("me", ""), rev); err != nil {
+		t.Fatalf("renewal in a bucket made by nats-py: %v", err)
+	}
+}
