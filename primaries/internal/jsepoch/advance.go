@@ -3,13 +3,17 @@ package jsepoch
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/jserr"
 )
 
@@ -23,21 +27,38 @@ const maxHops = 64
 // slot is what an epoch's check subject B.<epoch> holds: the check message writes under
 // the epoch expect (check, at sequence seq), or the marker of the epoch next that
 // superseded it.
+//
+// shards is how many check shards the epoch has (shards.go): named by the check
+// message, or by the marker.
 type slot struct {
 	epoch, seq uint64
 	check      bool
 	next       uint64
+	shards     uint32
+}
+
+// record is the epoch record of a slot holding the check.
+func (s slot) record() epoch.Record {
+	return epoch.Record{Epoch: s.epoch, Rev: s.seq, Shards: s.shards}
 }
 
 // slotOf reads m, the last message on epoch n's check subject.
 func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 	s := slot{epoch: n, seq: m.Sequence}
-	if string(m.Data) == strconv.FormatUint(n, 10) {
-		s.check = true
+	if shards, ok := parseCheck(n, m.Data); ok {
+		s.check, s.shards = true, shards
 		return s, nil
 	}
 	next, err := strconv.ParseUint(m.Header.Get(supersededBy), 10, 64)
-	if len(m.Data) > 0 || err != nil || next <= n {
+	shards, serr := uint64(0), error(nil)
+	if h := m.Header.Get(shardsHeader); h != "" {
+		shards, serr = strconv.ParseUint(h, 10, 32)
+		if serr == nil && (shards == 0 || shards > maxShards) {
+			serr = errors.New("out of range")
+		}
+	}
+	s.shards = uint32(shards)
+	if len(m.Data) > 0 || err != nil || serr != nil || next <= n {
 		return slot{}, fmt.Errorf("the epoch check subject %s (sequence %d) holds %.32q with %s %q, neither epoch %d's check nor the marker of a newer epoch: it was written by something other than an engine",
 			r.checkSubject(n), m.Sequence, m.Data, supersededBy, m.Header.Get(supersededBy), n)
 	}
@@ -45,20 +66,22 @@ func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 	return s, nil
 }
 
-// advance moves the record from over (an epoch) to n without an atomic batch, which a
-// single-node stream on file storage stages in a file store it syncs (milliseconds,
-// while the bucket's writes wait). Three conditional writes, each one message:
+// advance moves the record from over (an epoch) to n:
 //
-//  1. the marker on B.<M>, expecting its revision: the compare-and-swap. Writes under
-//     M are refused from here on, and of two adopters racing, one finds the marker.
-//  2. n's check message on B.<n>, expecting the subject empty (settle): writes under n
-//     commit from here on.
-//  3. n on B, expecting B.<n> unchanged since step 2: B only ever names an epoch whose
-//     check message stood, and a late step 3 cannot name n once n is superseded.
+//  1. the marker on B.<M>, expecting its revision: the compare-and-swap. Of two
+//     adopters racing, one finds the marker. It names M's shard count.
+//  2. the markers on M's shards (markShards): writes under M are refused from here on.
+//  3. n's check messages on its shards and B.<n>, one atomic batch expecting them empty
+//     (settle): writes under n commit from here on.
+//  4. n on B, expecting B.<n> unchanged since step 3: B only ever names an epoch whose
+//     check message stood, and a late step 4 cannot name n once n is superseded.
 //
 // An adopter stopped between the steps leaves a record ReadEpoch still reads: it
-// follows the marker from the epoch B names and, when the check message is missing,
-// writes it (settle), which is the step the winner of step 1 would have taken.
+// follows the marker from the epoch B names, marks its shards and, when the check
+// messages are missing, writes them (settle), which are the steps the winner of step 1
+// would have taken. Steps 1, 2 and 4 are single messages rather than a batch, which a
+// single-node stream on file storage stages in a file store it syncs (milliseconds,
+// while the bucket's writes wait); the shards of step 2 go out in parallel.
 func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Rev == 0 {
 		// No check message to mark: the record was written by hand (sweep.go). Swept
@@ -75,8 +98,14 @@ func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoc
 	marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 	marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
 	marker.Header.Set(supersededBy, string(data))
+	if over.Shards > 0 {
+		marker.Header.Set(shardsHeader, strconv.FormatUint(uint64(over.Shards), 10))
+	}
 	if _, err := r.publish(ctx, marker); err != nil {
 		return epoch.Record{}, r.advanceError(over.Epoch, n, "mark", err)
+	}
+	if err := r.markShards(ctx, over.Epoch, over.Shards, n); err != nil {
+		return epoch.Record{}, err
 	}
 	s, err := r.settle(ctx, n)
 	if err != nil {
@@ -88,25 +117,50 @@ func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoc
 	}
 	current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
 	current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-	r.Check(current, epoch.Record{Epoch: n, Rev: s.seq})
+	r.checkHead(current, s.record())
 	if _, err := r.publish(ctx, current); err != nil {
 		return epoch.Record{}, r.advanceError(over.Epoch, n, "record", err)
 	}
-	return epoch.Record{Epoch: n, Rev: s.seq}, nil
+	return s.record(), nil
 }
 
-// settle writes epoch n's check message on B.<n> unless the subject holds a message
+// pass goes on from s, a marker: it marks the shards of s's epoch (an adopter stopped
+// after marking the head may have left them live) and settles the epoch the marker
+// names.
+func (r *Record) pass(ctx context.Context, s slot) (slot, error) {
+	shards := s.shards
+	if shards == 0 {
+		// A marker that names no shards: written by an engine of the unsharded
+		// layout, or by hand. The stream says whether the epoch has any.
+		var err error
+		if shards, err = r.shardsListed(ctx, s.epoch); err != nil {
+			return slot{}, err
+		}
+	}
+	if err := r.markShards(ctx, s.epoch, shards, s.next); err != nil {
+		return slot{}, err
+	}
+	return r.settle(ctx, s.next)
+}
+
+// settle writes epoch n's check messages, its Shards shards and its head B.<n> in one
+// atomic batch, each expecting its subject empty, unless the head holds a message
 // already, and returns the slot: the check (ours, or another adopter's of n) or the
 // marker of an epoch past n.
 func (r *Record) settle(ctx context.Context, n uint64) (slot, error) {
-	data := strconv.AppendUint(nil, n, 10)
-	check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
-	check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-	check.Header.Set(js.ExpectedLastSubjSeqHeader, "0")
-	seq, err := r.publish(ctx, check)
+	batch := r.checkBatch(n, Shards)
+	check := batch[len(batch)-1]
+	var seq uint64
+	err := Send(ctx, func() error {
+		ack, err := jsdomain.Batch(ctx, r.js, batch, jetstreamext.BatchFlowControl{AckFirst: false})
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err
+	})
 	switch {
 	case err == nil:
-		return slot{epoch: n, seq: seq, check: true}, nil
+		return slot{epoch: n, seq: seq, check: true, shards: Shards}, nil
 	case !jserr.IsConflict(err):
 		return slot{}, fmt.Errorf("write the check of epoch %d on %s: %w", n, check.Subject, err)
 	}

@@ -7,36 +7,40 @@
 //
 //   - B holds the newest epoch whose check message stood when B was written: where a
 //     reader starts, never where a write looks;
-//   - B.<N> is epoch N's check subject: while N is current it holds one message, whose
-//     data is N and whose stream sequence is the revision writes under N expect; once N
-//     is superseded it holds a marker instead (no data, header Abi-Epoch-Superseded-By
-//     naming the next epoch).
+//   - B.<N> is epoch N's check subject, its head: while N is current it holds one
+//     message, whose data is N (with its shard count, "N/64") and whose stream
+//     sequence is the record's revision; once N is superseded it holds a marker
+//     instead (no data, header Abi-Epoch-Superseded-By naming the next epoch);
+//   - B.<N>.<s> are N's check shards (shards.go), written with the head in one atomic
+//     batch and marked after it: what writes under N expect.
 //
-// A write under epoch N carries Nats-Expected-Last-Subject-Sequence = that revision and
-// Nats-Expected-Last-Subject-Sequence-Subject = B.<N>; the server stores it only while
-// B.<N> is unchanged, and answers 10071 otherwise (verified on nats-server v2.15.3 for
+// A write under epoch N carries Nats-Expected-Last-Subject-Sequence = its shard's
+// revision and Nats-Expected-Last-Subject-Sequence-Subject = B.<N>.<s>, s a hash of
+// the write's subject (B.<N> itself for an epoch of the unsharded layout); the server
+// stores it only while that subject is unchanged, and answers 10071 otherwise (verified on nats-server v2.15.3 for
 // plain and TTL'd messages, purge markers and the messages of atomic batches). A store
 // that adopted no epoch expects B itself to be empty. One check subject per epoch,
 // rather than one record whose revision writes check, is what keeps a recreated bucket
 // safe: its sequences start again at 1, so a stale engine's revision could be reused by
 // the new record; a check subject of another epoch it can never be.
 //
-// Advancing from epoch M (revision r) to N is three conditional writes of one message
-// each (advance): the marker on B.<M> expecting r (the compare-and-swap: of two
-// adopters racing, one finds the marker), N's check message on B.<N> expecting it
-// empty, then N on B expecting B.<N> unchanged. A reader follows the markers from the
-// epoch B names, and completes an advance stopped after its first write. It is not an
-// atomic batch because a single-node stream on file storage stages each batch in a file
-// store it syncs, and holds the bucket's writes meanwhile (12–15 ms under load, the
-// longest pause of a handover); engines before this layout advanced in one batch, with
-// the same three messages. From none, one atomic batch writes B, expecting it empty,
-// and N's check message. Markers of superseded epochs stay (one small message per
-// epoch): an expired marker would leave the subject empty, which a check could match.
+// Advancing from epoch M (revision r) to N is four steps (advance): the marker on B.<M>
+// expecting r (the compare-and-swap: of two adopters racing, one finds the marker),
+// the markers on M's shards, N's check messages (its shards and B.<N>, one atomic
+// batch, each expecting its subject empty), then N on B expecting B.<N> unchanged. A
+// reader follows the markers from the epoch B names, marks the shards of each epoch it
+// passes and completes an advance stopped after its first write. The marker is not in
+// a batch because a single-node stream on file storage stages each batch in a file
+// store it syncs, and holds the bucket's writes meanwhile; the new epoch's checks are,
+// since their sequences must be consecutive (shards.go). From none, one atomic batch
+// writes B, expecting it empty, and N's check messages. Markers of superseded epochs
+// stay (one small message per subject): an expired marker would leave the subject
+// empty, which a check could match.
 //
 // On a replicated stream the server judges one expectation per subject at a time (a
-// second write checking B.<N> while one is proposed is answered 10164, nothing
-// decided), so epoch-checked writes to one bucket commit one after another; Send sends
-// such a write again until it is decided.
+// second write checking B.<N>.<s> while one is proposed is answered 10164, nothing
+// decided), so only epoch-checked writes whose subjects share a shard commit one after
+// another; Send sends such a write again until it is decided.
 package jsepoch
 
 import (
@@ -93,12 +97,34 @@ func (r *Record) checkSubject(n uint64) string {
 // Check puts the epoch check on m: the server stores m only while rec is the store's
 // record (the zero Record: while the store holds none). It is the one place a
 // JetStream backend attaches its token to a write.
-func (r *Record) Check(m *nats.Msg, rec epoch.Record) {
+//
+// A sharded record (shards.go) is checked on the shard m's subject hashes to, so
+// writes to different keys are judged in parallel.
+func (r *Record) Check(m *nats.Msg, rec epoch.Record) { r.CheckAs(m, rec, m.Subject) }
+
+// CheckAs is Check with the shard chosen by subject rather than m's own: the message
+// that carries the check for a write on subject (an atomic batch's fence message).
+func (r *Record) CheckAs(m *nats.Msg, rec epoch.Record, subject string) {
+	if rec.Shards == 0 || rec.Rev < uint64(rec.Shards) {
+		r.checkHead(m, rec)
+		return
+	}
+	s := shardOf(subject, rec.Shards)
+	r.expect(m, r.shardSubject(rec.Epoch, s), rec.Rev-uint64(rec.Shards)+uint64(s))
+}
+
+// checkHead puts on m the check of rec's head subject: what the record's own writes
+// (B, after an advance or a repair) expect.
+func (r *Record) checkHead(m *nats.Msg, rec epoch.Record) {
+	r.expect(m, r.checkSubject(rec.Epoch), rec.Rev)
+}
+
+func (r *Record) expect(m *nats.Msg, subject string, seq uint64) {
 	if m.Header == nil {
 		m.Header = nats.Header{}
 	}
-	m.Header.Set(js.ExpectedLastSubjSeqSubjHeader, r.checkSubject(rec.Epoch))
-	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(rec.Rev, 10))
+	m.Header.Set(js.ExpectedLastSubjSeqSubjHeader, subject)
+	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 }
 
 // ReadEpoch reads the record; the zero Record when the store holds none. It reads B,
@@ -145,12 +171,12 @@ func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
 		if hops == maxHops {
 			return epoch.Record{}, fmt.Errorf("the epoch record %s: more than %d superseded epochs after the one it names (%d)", r.base, maxHops, m.Data)
 		}
-		s, err = r.settle(ctx, s.next)
+		s, err = r.pass(ctx, s)
 	}
 	if err != nil {
 		return epoch.Record{}, err
 	}
-	return epoch.Record{Epoch: s.epoch, Rev: s.seq}, nil
+	return s.record(), nil
 }
 
 // last is the last message on subject, nil when it holds none.
@@ -164,7 +190,7 @@ func (r *Record) last(ctx context.Context, subject string) (*js.RawStreamMsg, er
 
 // WriteEpoch advances the record from over to n (see the package doc): from none in one
 // atomic batch (expecting B at over.Rev: 0 when B is empty, the marker's revision when
-// B was deleted), from an epoch in three conditional writes (advance). ErrMoved when
+// B was deleted), from an epoch in four steps (advance). ErrMoved when
 // over is no longer the store's.
 func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Epoch > 0 {
@@ -185,20 +211,23 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 	}
 	var ack *jetstreamext.BatchAck
 	err := Send(ctx, func() error {
-		data := strconv.AppendUint(nil, n, 10)
-		current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
+		current := &nats.Msg{Subject: r.base, Data: strconv.AppendUint(nil, n, 10), Header: nats.Header{}}
 		current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		current.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
-		check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
-		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+		checks := r.checkBatch(n, Shards)
+		for _, m := range checks {
+			// Conditional on B alone, as before shards: n's own check subjects may
+			// hold n's check already (sweep), which this one replaces.
+			m.Header.Del(js.ExpectedLastSubjSeqHeader)
+		}
 		var err error
-		ack, err = jsdomain.Batch(ctx, r.js, []*nats.Msg{current, check}, jetstreamext.BatchFlowControl{AckFirst: false})
+		ack, err = jsdomain.Batch(ctx, r.js, append([]*nats.Msg{current}, checks...), jetstreamext.BatchFlowControl{AckFirst: false})
 		return err
 	})
 	switch {
 	case err == nil:
-		// The commit is the last message of the batch: the check subject's.
-		return epoch.Record{Epoch: n, Rev: ack.Sequence}, nil
+		// The commit is the last message of the batch: the head's check.
+		return epoch.Record{Epoch: n, Rev: ack.Sequence, Shards: Shards}, nil
 	case jserr.IsConflict(err):
 		return epoch.Record{}, fmt.Errorf("%s: %w (%v)", r.base, epoch.ErrMoved, err)
 	default:
