@@ -51,10 +51,6 @@ var ErrMoved = errors.New("the epoch record changed meanwhile")
 type Record struct {
 	Epoch uint64
 	Rev   uint64
-	// Shards is how many check subjects a JetStream store spreads the epoch's writes
-	// over, so writes to different keys are judged in parallel; 0 is one (the head
-	// subject alone, the layout of engines before shards, and every other store).
-	Shards uint32
 }
 
 // Records is a backend's access to its store's epoch record.

@@ -10,10 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/synadia-io/orbit.go/jetstreamext"
-
 	"github.com/abi-engine/engine/internal/epoch"
-	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/jserr"
 )
 
@@ -25,28 +22,27 @@ const supersededBy = "Abi-Epoch-Superseded-By"
 const maxHops = 64
 
 // slot is what an epoch's check subject B.<epoch> holds: the check message writes under
-// the epoch expect (check, at sequence seq), or the marker of the epoch next that
-// superseded it.
-//
-// shards is how many check shards the epoch has (shards.go): named by the check
-// message, or by the marker.
+// the epoch expect (check, at sequence seq, with the revisions of its shards), or the
+// marker of the epoch next that superseded it (naming how many shards it had).
 type slot struct {
 	epoch, seq uint64
 	check      bool
 	next       uint64
-	shards     uint32
+	revs       []uint64
+	shards     int
 }
 
-// record is the epoch record of a slot holding the check.
-func (s slot) record() epoch.Record {
-	return epoch.Record{Epoch: s.epoch, Rev: s.seq, Shards: s.shards}
+// recordOf is the record of s, a slot holding the check; its shards are remembered
+// for the writes that carry it.
+func (r *Record) recordOf(s slot) epoch.Record {
+	return r.remember(epoch.Record{Epoch: s.epoch, Rev: s.seq}, s.revs)
 }
 
 // slotOf reads m, the last message on epoch n's check subject.
 func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 	s := slot{epoch: n, seq: m.Sequence}
-	if shards, ok := parseCheck(n, m.Data); ok {
-		s.check, s.shards = true, shards
+	if revs, ok := parseCheck(n, m.Data); ok {
+		s.check, s.revs, s.shards = true, revs, len(revs)
 		return s, nil
 	}
 	next, err := strconv.ParseUint(m.Header.Get(supersededBy), 10, 64)
@@ -57,7 +53,7 @@ func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 			serr = errors.New("out of range")
 		}
 	}
-	s.shards = uint32(shards)
+	s.shards = int(shards)
 	if len(m.Data) > 0 || err != nil || serr != nil || next <= n {
 		return slot{}, fmt.Errorf("the epoch check subject %s (sequence %d) holds %.32q with %s %q, neither epoch %d's check nor the marker of a newer epoch: it was written by something other than an engine",
 			r.checkSubject(n), m.Sequence, m.Data, supersededBy, m.Header.Get(supersededBy), n)
@@ -71,22 +67,23 @@ func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 //  1. the marker on B.<M>, expecting its revision: the compare-and-swap. Of two
 //     adopters racing, one finds the marker. It names M's shard count.
 //  2. the markers on M's shards (markShards): writes under M are refused from here on.
-//  3. n's check messages on its shards and B.<n>, one atomic batch expecting them empty
-//     (settle): writes under n commit from here on.
+//  3. n's check messages on its shards, in parallel, then on B.<n> listing their
+//     revisions, each expecting its subject empty (settle): writes under n commit from
+//     here on.
 //  4. n on B, expecting B.<n> unchanged since step 3: B only ever names an epoch whose
 //     check message stood, and a late step 4 cannot name n once n is superseded.
 //
 // An adopter stopped between the steps leaves a record ReadEpoch still reads: it
 // follows the marker from the epoch B names, marks its shards and, when the check
 // messages are missing, writes them (settle), which are the steps the winner of step 1
-// would have taken. Steps 1, 2 and 4 are single messages rather than a batch, which a
+// would have taken. Every step is single messages rather than a batch, which a
 // single-node stream on file storage stages in a file store it syncs (milliseconds,
-// while the bucket's writes wait); the shards of step 2 go out in parallel.
+// while the bucket's writes wait); the shards of steps 2 and 3 go out in parallel.
 func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Rev == 0 {
 		// No check message to mark: the record was written by hand (sweep.go). Swept
 		// only while over's subject is still empty, as it was read.
-		if s, err := r.slotAt(ctx, over.Epoch); err != nil || s != (slot{}) {
+		if s, err := r.slotAt(ctx, over.Epoch); err != nil || s.seq != 0 {
 			return epoch.Record{}, r.advanceError(over.Epoch, n, "read", cmp.Or(err, epoch.ErrMoved))
 		}
 		if err := r.sweep(ctx, n, over.Epoch); err != nil {
@@ -98,13 +95,23 @@ func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoc
 	marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 	marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
 	marker.Header.Set(supersededBy, string(data))
-	if over.Shards > 0 {
-		marker.Header.Set(shardsHeader, strconv.FormatUint(uint64(over.Shards), 10))
+	shards := len(r.revsOf(over))
+	if shards == 0 {
+		// A record read elsewhere, or of the unsharded layout: the stream says
+		// whether it has shards.
+		listed, err := r.shardsListed(ctx, over.Epoch)
+		if err != nil {
+			return epoch.Record{}, err
+		}
+		shards = int(listed)
+	}
+	if shards > 0 {
+		marker.Header.Set(shardsHeader, strconv.Itoa(shards))
 	}
 	if _, err := r.publish(ctx, marker); err != nil {
 		return epoch.Record{}, r.advanceError(over.Epoch, n, "mark", err)
 	}
-	if err := r.markShards(ctx, over.Epoch, over.Shards, n); err != nil {
+	if err := r.markShards(ctx, over.Epoch, uint32(shards), n); err != nil {
 		return epoch.Record{}, err
 	}
 	s, err := r.settle(ctx, n)
@@ -117,18 +124,19 @@ func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoc
 	}
 	current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
 	current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-	r.checkHead(current, s.record())
+	rec := r.recordOf(s)
+	r.checkHead(current, rec)
 	if _, err := r.publish(ctx, current); err != nil {
 		return epoch.Record{}, r.advanceError(over.Epoch, n, "record", err)
 	}
-	return s.record(), nil
+	return rec, nil
 }
 
 // pass goes on from s, a marker: it marks the shards of s's epoch (an adopter stopped
 // after marking the head may have left them live) and settles the epoch the marker
 // names.
 func (r *Record) pass(ctx context.Context, s slot) (slot, error) {
-	shards := s.shards
+	shards := uint32(s.shards)
 	if shards == 0 {
 		// A marker that names no shards: written by an engine of the unsharded
 		// layout, or by hand. The stream says whether the epoch has any.
@@ -143,26 +151,24 @@ func (r *Record) pass(ctx context.Context, s slot) (slot, error) {
 	return r.settle(ctx, s.next)
 }
 
-// settle writes epoch n's check messages, its Shards shards and its head B.<n> in one
-// atomic batch, each expecting its subject empty, unless the head holds a message
-// already, and returns the slot: the check (ours, or another adopter's of n) or the
-// marker of an epoch past n.
+// settle writes epoch n's check messages, on its Shards shards (settleShards) and
+// then on its head B.<n> expecting it empty, unless the head holds a message already,
+// and returns the slot: the check (ours, or another adopter's of n) or the marker of an
+// epoch past n.
 func (r *Record) settle(ctx context.Context, n uint64) (slot, error) {
-	batch := r.checkBatch(n, Shards)
-	check := batch[len(batch)-1]
-	var seq uint64
-	err := Send(ctx, func() error {
-		ack, err := jsdomain.Batch(ctx, r.js, batch, jetstreamext.BatchFlowControl{AckFirst: false})
-		if err == nil {
-			seq = ack.Sequence
+	revs, ok, err := r.settleShards(ctx, n)
+	if err != nil {
+		return slot{}, err
+	}
+	check := emptyCheck(r.checkSubject(n), checkData(n, revs))
+	if ok {
+		seq, err := r.publish(ctx, check)
+		switch {
+		case err == nil:
+			return slot{epoch: n, seq: seq, check: true, revs: revs, shards: len(revs)}, nil
+		case !jserr.IsConflict(err):
+			return slot{}, fmt.Errorf("write the check of epoch %d on %s: %w", n, check.Subject, err)
 		}
-		return err
-	})
-	switch {
-	case err == nil:
-		return slot{epoch: n, seq: seq, check: true, shards: Shards}, nil
-	case !jserr.IsConflict(err):
-		return slot{}, fmt.Errorf("write the check of epoch %d on %s: %w", n, check.Subject, err)
 	}
 	m, err := r.last(ctx, check.Subject)
 	switch {

@@ -2,22 +2,23 @@
 // on subjects of the bucket's own stream, and puts the epoch check on a write, so the
 // server refuses a stale write at the commit, atomically with it.
 //
-// Two kinds of subject under a base B (abi.epoch in a KV bucket), each holding one
+// Three kinds of subject under a base B (abi.epoch in a KV bucket), each holding one
 // message (they are written with rollup):
 //
 //   - B holds the newest epoch whose check message stood when B was written: where a
 //     reader starts, never where a write looks;
 //   - B.<N> is epoch N's check subject, its head: while N is current it holds one
-//     message, whose data is N (with its shard count, "N/64") and whose stream
-//     sequence is the record's revision; once N is superseded it holds a marker
+//     message, whose data is N (with its shards' revisions, "N/r0,r1,…") and whose
+//     stream sequence is the record's revision; once N is superseded it holds a marker
 //     instead (no data, header Abi-Epoch-Superseded-By naming the next epoch);
-//   - B.<N>.<s> are N's check shards (shards.go), written with the head in one atomic
-//     batch and marked after it: what writes under N expect.
+//   - B.<N>.<s> are N's check shards (shards.go), written before the head and marked
+//     after it: what writes under N expect.
 //
 // A write under epoch N carries Nats-Expected-Last-Subject-Sequence = its shard's
 // revision and Nats-Expected-Last-Subject-Sequence-Subject = B.<N>.<s>, s a hash of
-// the write's subject (B.<N> itself for an epoch of the unsharded layout); the server
-// stores it only while that subject is unchanged, and answers 10071 otherwise (verified on nats-server v2.15.3 for
+// the write's subject (B.<N> itself, at the record's revision, for an epoch of the
+// unsharded layout); the server stores it only while that subject is unchanged, and
+// answers 10071 otherwise (verified on nats-server v2.15.3 for
 // plain and TTL'd messages, purge markers and the messages of atomic batches). A store
 // that adopted no epoch expects B itself to be empty. One check subject per epoch,
 // rather than one record whose revision writes check, is what keeps a recreated bucket
@@ -26,16 +27,17 @@
 //
 // Advancing from epoch M (revision r) to N is four steps (advance): the marker on B.<M>
 // expecting r (the compare-and-swap: of two adopters racing, one finds the marker),
-// the markers on M's shards, N's check messages (its shards and B.<N>, one atomic
-// batch, each expecting its subject empty), then N on B expecting B.<N> unchanged. A
-// reader follows the markers from the epoch B names, marks the shards of each epoch it
-// passes and completes an advance stopped after its first write. The marker is not in
-// a batch because a single-node stream on file storage stages each batch in a file
-// store it syncs, and holds the bucket's writes meanwhile; the new epoch's checks are,
-// since their sequences must be consecutive (shards.go). From none, one atomic batch
-// writes B, expecting it empty, and N's check messages. Markers of superseded epochs
-// stay (one small message per subject): an expired marker would leave the subject
-// empty, which a check could match.
+// the markers on M's shards, N's check messages (its shards, then B.<N>, each
+// expecting its subject empty), then N on B expecting B.<N> unchanged. A reader
+// follows the markers from the epoch B names, marks the shards of each epoch it passes
+// and completes an advance stopped after its first write. None of it is an atomic
+// batch, because a single-node stream on file storage stages each batch in a file
+// store it syncs, and holds the bucket's writes meanwhile (12–15 ms under load, the
+// longest pause of a handover); engines before the three-step layout advanced in one
+// batch. From none, the shards' checks, then one atomic batch writes B, expecting it
+// empty, and N's head. Markers of superseded epochs stay (one small message per
+// subject): an expired marker would leave the subject empty, which a check could
+// match.
 //
 // On a replicated stream the server judges one expectation per subject at a time (a
 // second write checking B.<N>.<s> while one is proposed is answered 10164, nothing
@@ -49,6 +51,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,6 +70,9 @@ type Record struct {
 	stream   js.Stream
 	base     string
 	repaired func(Repair) // OnRepair
+
+	known   atomic.Pointer[[]known] // the shard revisions of recent records (remember)
+	knownMu sync.Mutex              // serializes remember
 }
 
 var _ epoch.Records = (*Record)(nil)
@@ -105,12 +112,13 @@ func (r *Record) Check(m *nats.Msg, rec epoch.Record) { r.CheckAs(m, rec, m.Subj
 // CheckAs is Check with the shard chosen by subject rather than m's own: the message
 // that carries the check for a write on subject (an atomic batch's fence message).
 func (r *Record) CheckAs(m *nats.Msg, rec epoch.Record, subject string) {
-	if rec.Shards == 0 || rec.Rev < uint64(rec.Shards) {
+	revs := r.revsOf(rec)
+	if len(revs) == 0 {
 		r.checkHead(m, rec)
 		return
 	}
-	s := shardOf(subject, rec.Shards)
-	r.expect(m, r.shardSubject(rec.Epoch, s), rec.Rev-uint64(rec.Shards)+uint64(s))
+	s := shardOf(subject, uint32(len(revs)))
+	r.expect(m, r.shardSubject(rec.Epoch, s), revs[s])
 }
 
 // checkHead puts on m the check of rec's head subject: what the record's own writes
@@ -176,7 +184,7 @@ func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
 	if err != nil {
 		return epoch.Record{}, err
 	}
-	return s.record(), nil
+	return r.recordOf(s), nil
 }
 
 // last is the last message on subject, nil when it holds none.
@@ -209,25 +217,30 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 	if err := r.sweep(ctx, n, 0); err != nil {
 		return epoch.Record{}, err
 	}
+	revs, ok, err := r.settleShards(ctx, n)
+	switch {
+	case err != nil:
+		return epoch.Record{}, err
+	case !ok:
+		return epoch.Record{}, fmt.Errorf("%s: %w (epoch %d's check shards hold markers)", r.base, epoch.ErrMoved, n)
+	}
 	var ack *jetstreamext.BatchAck
-	err := Send(ctx, func() error {
+	err = Send(ctx, func() error {
 		current := &nats.Msg{Subject: r.base, Data: strconv.AppendUint(nil, n, 10), Header: nats.Header{}}
 		current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		current.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
-		checks := r.checkBatch(n, Shards)
-		for _, m := range checks {
-			// Conditional on B alone, as before shards: n's own check subjects may
-			// hold n's check already (sweep), which this one replaces.
-			m.Header.Del(js.ExpectedLastSubjSeqHeader)
-		}
+		// Conditional on B alone, as before shards: n's head may hold n's check
+		// already (sweep), which this one replaces.
+		check := &nats.Msg{Subject: r.checkSubject(n), Data: checkData(n, revs), Header: nats.Header{}}
+		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		var err error
-		ack, err = jsdomain.Batch(ctx, r.js, append([]*nats.Msg{current}, checks...), jetstreamext.BatchFlowControl{AckFirst: false})
+		ack, err = jsdomain.Batch(ctx, r.js, []*nats.Msg{current, check}, jetstreamext.BatchFlowControl{AckFirst: false})
 		return err
 	})
 	switch {
 	case err == nil:
 		// The commit is the last message of the batch: the head's check.
-		return epoch.Record{Epoch: n, Rev: ack.Sequence, Shards: Shards}, nil
+		return r.remember(epoch.Record{Epoch: n, Rev: ack.Sequence}, revs), nil
 	case jserr.IsConflict(err):
 		return epoch.Record{}, fmt.Errorf("%s: %w (%v)", r.base, epoch.ErrMoved, err)
 	default:

@@ -159,7 +159,7 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 			}
 		}
 	}
-	rec := top.record()
+	rec := r.recordOf(top)
 	current := &nats.Msg{Subject: r.base, Data: strconv.AppendUint(nil, top.epoch, 10), Header: nats.Header{}}
 	current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 	r.checkHead(current, rec)

@@ -3,6 +3,7 @@ package jsepoch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,7 @@ func TestShardedAdvanceFencesEveryShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.Shards != Shards {
+	if len(r.revsOf(one)) != Shards {
 		t.Fatalf("adopted %+v, want %d shards", one, Shards)
 	}
 	subjects := subjectsOf(Shards, true)
@@ -89,7 +90,7 @@ func TestUnshardedRecordIsStillFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if two.Shards != Shards {
+	if len(r.revsOf(two)) != Shards {
 		t.Fatalf("adopted %+v, want %d shards", two, Shards)
 	}
 	for _, s := range subjects {
@@ -200,6 +201,50 @@ func TestConcurrentWritesToDifferentShardsAreNotJudgedOneAtATime(t *testing.T) {
 	for i := range rounds {
 		if n := burst(t, ctx, j, r, rec, subjectsOf(writers, true)); n > 0 {
 			t.Fatalf("round %d: %d of %d writes to keys in different shards were held back while another was in flight (10164): the store judged them one at a time", i, n, writers)
+		}
+	}
+}
+
+// A record this Record did not read or write (its shards unknown) is checked on its
+// head, which fences as well: writes under it commit while it is current and are
+// refused once it is superseded.
+func TestRecordReadElsewhereIsCheckedOnItsHead(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	one, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(ctx, j, "S", "s.epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nats.Msg{Subject: "s.data"}
+	other.Check(m, one)
+	if got := m.Header.Get(js.ExpectedLastSubjSeqSubjHeader); got != "s.epoch.1" {
+		t.Fatalf("checked on %q, want the head s.epoch.1", got)
+	}
+	if err := writeOn(ctx, j, other, one, "s.data"); err != nil {
+		t.Fatalf("a write under 1 checked on its head: %v", err)
+	}
+	if _, err := epoch.Adopt(ctx, r, "S", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeOn(ctx, j, other, one, "s.data"); !jserr.IsConflict(err) {
+		t.Fatalf("a write under 1 checked on its head after 2 = %v, want refused", err)
+	}
+}
+
+func TestCheckData(t *testing.T) {
+	revs := []uint64{5, 6, 90}
+	if got, ok := parseCheck(7, checkData(7, revs)); !ok || !slices.Equal(got, revs) {
+		t.Fatalf("parseCheck(%q) = %v, %v", checkData(7, revs), got, ok)
+	}
+	if got, ok := parseCheck(7, []byte("7")); !ok || got != nil {
+		t.Fatalf("the unsharded check = %v, %v", got, ok)
+	}
+	for _, bad := range []string{"8", "7/", "7/1,", "7/0", "7/01", "7/x", "7/1/2", ""} {
+		if _, ok := parseCheck(7, []byte(bad)); ok {
+			t.Errorf("parseCheck(%q) took it for epoch 7's check", bad)
 		}
 	}
 }

@@ -85,12 +85,12 @@ func (r *Record) supersede(ctx context.Context, k, n uint64) error {
 	marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.seq, 10))
 	marker.Header.Set(supersededBy, strconv.FormatUint(n, 10))
 	if s.shards > 0 {
-		marker.Header.Set(shardsHeader, strconv.FormatUint(uint64(s.shards), 10))
+		marker.Header.Set(shardsHeader, strconv.Itoa(s.shards))
 	}
 	if _, err := r.publish(ctx, marker); err != nil && !jserr.IsConflict(err) {
 		return fmt.Errorf("supersede epoch %d on %s: %w", k, marker.Subject, err)
 	}
-	return r.markShards(ctx, k, s.shards, n)
+	return r.markShards(ctx, k, uint32(s.shards), n)
 }
 
 // slotAt reads what B.<k> holds; the zero slot when it is empty.
