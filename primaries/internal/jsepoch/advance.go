@@ -64,12 +64,13 @@ func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 
 // advance moves the record from over (an epoch) to n:
 //
+//  0. n's check messages on its shards, in parallel (settleShards): they open nothing
+//     until step 3 lists them, so they are written before writes under M are held.
 //  1. the marker on B.<M>, expecting its revision: the compare-and-swap. Of two
 //     adopters racing, one finds the marker. It names M's shard count.
 //  2. the markers on M's shards (markShards): writes under M are refused from here on.
-//  3. n's check messages on its shards, in parallel, then on B.<n> listing their
-//     revisions, each expecting its subject empty (settle): writes under n commit from
-//     here on.
+//  3. n's check message on B.<n> listing the revisions of its shards, expecting it
+//     empty (settleHead): writes under n commit from here on.
 //  4. n on B, expecting B.<n> unchanged since step 3: B only ever names an epoch whose
 //     check message stood, and a late step 4 cannot name n once n is superseded.
 //
@@ -78,7 +79,7 @@ func (r *Record) slotOf(n uint64, m *js.RawStreamMsg) (slot, error) {
 // messages are missing, writes them (settle), which are the steps the winner of step 1
 // would have taken. Every step is single messages rather than a batch, which a
 // single-node stream on file storage stages in a file store it syncs (milliseconds,
-// while the bucket's writes wait); the shards of steps 2 and 3 go out in parallel.
+// while the bucket's writes wait); the shards of steps 0 and 2 go out in parallel.
 func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Rev == 0 {
 		// No check message to mark: the record was written by hand (sweep.go). Swept
@@ -89,6 +90,17 @@ func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoc
 		if err := r.sweep(ctx, n, over.Epoch); err != nil {
 			return epoch.Record{}, err
 		}
+	}
+	// n's shards first, before the compare-and-swap: no write can expect them until
+	// n's head lists them, so they open nothing, and writing them here keeps them out
+	// of the time between the marking of over and n's head, when this engine's writes
+	// are held back.
+	revs, ok, err := r.settleShards(ctx, n)
+	switch {
+	case err != nil:
+		return epoch.Record{}, err
+	case !ok:
+		return epoch.Record{}, fmt.Errorf("%s: epoch %d's check shards hold markers: it was superseded already: %w", r.base, n, epoch.ErrMoved)
 	}
 	data := strconv.AppendUint(nil, n, 10)
 	marker := &nats.Msg{Subject: r.checkSubject(over.Epoch), Header: nats.Header{}}
@@ -114,7 +126,7 @@ func (r *Record) advance(ctx context.Context, n uint64, over epoch.Record) (epoc
 	if err := r.markShards(ctx, over.Epoch, uint32(shards), n); err != nil {
 		return epoch.Record{}, err
 	}
-	s, err := r.settle(ctx, n)
+	s, err := r.settleHead(ctx, n, revs, true)
 	if err != nil {
 		return epoch.Record{}, err
 	}
@@ -160,6 +172,12 @@ func (r *Record) settle(ctx context.Context, n uint64) (slot, error) {
 	if err != nil {
 		return slot{}, err
 	}
+	return r.settleHead(ctx, n, revs, ok)
+}
+
+// settleHead is settle's last step, once the shards are settled (settleShards: their
+// revisions, and ok false when one held a marker).
+func (r *Record) settleHead(ctx context.Context, n uint64, revs []uint64, ok bool) (slot, error) {
 	check := emptyCheck(r.checkSubject(n), checkData(n, revs))
 	if ok {
 		seq, err := r.publish(ctx, check)
