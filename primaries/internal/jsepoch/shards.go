@@ -197,8 +197,8 @@ func (r *Record) revsOf(rec epoch.Record) []uint64 {
 }
 
 // markShards writes next's marker on every shard of epoch k, unconditionally: a shard
-// only ever holds k's check or k's marker, and is marked only once k's head is, so the
-// write replaces nothing a newer epoch wrote. The shards are written in parallel and
+// only ever holds k's check or k's marker, so the write replaces nothing a newer epoch
+// wrote. The shards are written in parallel and
 // all acknowledged before it returns; writes under k expecting them are refused from
 // then on.
 func (r *Record) markShards(ctx context.Context, k uint64, shards uint32, next uint64) error {
@@ -208,14 +208,12 @@ func (r *Record) markShards(ctx context.Context, k uint64, shards uint32, next u
 	errs := make([]error, shards)
 	var wg sync.WaitGroup
 	for s := range shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			m := &nats.Msg{Subject: r.shardSubject(k, s), Header: nats.Header{}}
 			m.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 			m.Header.Set(supersededBy, strconv.FormatUint(next, 10))
 			_, errs[s] = r.publish(ctx, m)
-		}()
+		})
 	}
 	wg.Wait()
 	for s, err := range errs {
