@@ -113,8 +113,13 @@ type Comparison struct {
 // Compare sets engine against raw (RawNATS run with the same Config).
 func Compare(raw, engine *Report) Comparison {
 	against := "raw NATS"
-	if raw.Config.Workload == RawHeaderWorkload {
+	switch raw.Config.Workload {
+	case RawHeaderWorkload:
 		against = "header echo"
+	case RawKVWorkload:
+		against = "direct KV put"
+	case RawObjectWorkload:
+		against = "direct object put"
 	}
 	return Comparison{
 		Against:          against,

@@ -141,9 +141,10 @@ func TestSummarizeRounds(t *testing.T) {
 
 // Each round runs the phases in the reverse order of the one before.
 func TestRoundOrderAlternates(t *testing.T) {
-	first, second := RoundOrder(0), RoundOrder(1)
+	first, second := RoundOrder(0, false), RoundOrder(1, false)
 	if !slices.Equal(first, []Phase{PhaseEcho, PhaseHeaderEcho, PhaseEngine}) ||
-		!slices.Equal(second, []Phase{PhaseEngine, PhaseHeaderEcho, PhaseEcho}) || !slices.Equal(RoundOrder(2), first) {
-		t.Fatalf("orders %v, %v, %v", first, second, RoundOrder(2))
+		!slices.Equal(second, []Phase{PhaseEngine, PhaseHeaderEcho, PhaseEcho}) || !slices.Equal(RoundOrder(2, false), first) ||
+		!slices.Equal(RoundOrder(1, true), []Phase{PhaseEngine, PhaseStore, PhaseHeaderEcho, PhaseEcho}) {
+		t.Fatalf("orders %v, %v, %v, %v", first, second, RoundOrder(2, false), RoundOrder(1, true))
 	}
 }

@@ -78,13 +78,18 @@ const (
 	PhaseEcho       Phase = iota // RawNATS, the bare echo
 	PhaseHeaderEcho              // RawNATS WithInstanceHeader
 	PhaseEngine                  // Run against the engine
+	PhaseStore                   // RawStore, the store's own write
 )
 
 // RoundOrder is the order of the phases of round i (from 0): the bare echo, the header
-// echo, then the engine in even rounds, and the reverse in odd ones, so that a machine
-// growing faster or slower during a series weighs on both sides of the ratios alike.
-func RoundOrder(i int) []Phase {
+// echo, the direct store write when store is true, then the engine in even rounds, and
+// the reverse in odd ones, so that a machine growing faster or slower during a series
+// weighs on both sides of the ratios alike.
+func RoundOrder(i int, store bool) []Phase {
 	order := []Phase{PhaseEcho, PhaseHeaderEcho, PhaseEngine}
+	if store {
+		order = []Phase{PhaseEcho, PhaseHeaderEcho, PhaseStore, PhaseEngine}
+	}
 	if i%2 == 1 {
 		slices.Reverse(order)
 	}

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/client"
-	"github.com/spf13/cobra"
+	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/jsdomain"
+	"github.com/abi-engine/engine/protocol"
 )
 
 // benchInstance is the instance id the header-stamping echo of --raw stamps: 32 hex
@@ -16,7 +21,7 @@ const benchInstance = "0123456789abcdef0123456789abcdef"
 
 func (c *cli) benchCommand() *cobra.Command {
 	var conn connFlags
-	var jsonPath string
+	var jsonPath, rawBucket string
 	var raw bool
 	var tokens tokenFlags
 	rounds := 1
@@ -30,7 +35,12 @@ percentiles. With --raw it first measures plain NATS request/reply with the same
 concurrency and payload, twice, against an echo served as a NATS micro endpoint like
 the engine's: a bare echo, and one that stamps the Abi-Engine-Instance header on every
 reply (the work the protocol requires of any responder); it prints the engine's ratio
-to each, so the engine's figures can be read against the broker's. With --rounds N
+to each, so the engine's figures can be read against the broker's. With --raw and a
+write workload (keyvalue set, object_storage put) it also measures the store alone: a
+JetStream KV put (object put) of the same payload, keys and concurrency, from this
+process, into a scratch bucket shaped like the engine's (--raw-bucket: its replicas,
+storage, history, value size, placement), deleted after the run; the ratio to it is
+what the engine's writes cost over the store's own on this cluster. With --rounds N
 the runs are repeated N times, interleaved (each round reverses the order of the one
 before), and the medians and ranges of the ratios are printed last: on a shared
 machine one pair of runs can differ by more than what it is meant to show.
@@ -39,6 +49,8 @@ Against engines that require service tokens (nats.jwt_secret_file), bench signs 
 as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuration's.`,
 		Example: `  abi-engine bench --duration 10s --concurrency 16
   abi-engine bench --raw --workload get --rounds 5 --duration 3s --concurrency 128
+  abi-engine bench --raw --workload set --payload 64 --rounds 5 --duration 3s --concurrency 16
+  abi-engine bench --raw --service object_storage --workload put --payload 65536 --rounds 5 --duration 3s
   abi-engine bench --service object_storage --workload put-get --payload 65536 --json report.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -82,6 +94,12 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 				}
 				defer rc.Close()
 				b.echoConn = rc
+				if bench.StoreWrites(cfg) {
+					if b.store, err = jsdomain.New(nc, br.Domain); err != nil {
+						return runtimeError(err)
+					}
+					b.like = cmp.Or(rawBucket, map[bool]string{true: config.DefaultKeyValueBucket, false: config.DefaultObjectStorageBucket}[cfg.Service == protocol.KeyValue])
+				}
 			}
 			last, err := b.run(ctx)
 			if err != nil {
@@ -112,6 +130,7 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "size of the key space")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on every call, retries included")
 	f.BoolVar(&raw, "raw", false, "measure plain NATS request/reply first (a bare echo and one stamping the instance header), for comparison")
+	f.StringVar(&rawBucket, "raw-bucket", "", "with --raw and a write workload, the engine's bucket the scratch bucket is shaped like (default ABI_KV, or ABI_OBJECTS for object_storage)")
 	f.IntVar(&rounds, "rounds", rounds, "repeat the runs this many times, interleaved, and print the medians and ranges of the ratios (with --raw)")
 	tokens.add(cmd, "abi-engine-bench")
 	f.StringVar(&jsonPath, "json", "", "write the JSON report of the engine run (the last one, with --rounds) to this file; - prints it on standard output, the tables then on standard error")

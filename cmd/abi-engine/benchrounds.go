@@ -7,19 +7,24 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/abi-engine/engine/bench"
 	"github.com/abi-engine/engine/client"
+	"github.com/abi-engine/engine/protocol"
 )
 
 // benchRounds runs bench's rounds: the engine alone, or with --raw the bare echo, the
-// header echo and the engine in the order bench.RoundOrder gives each round.
+// header echo, for a write workload the direct store write (bench.RawStore), and the
+// engine, in the order bench.RoundOrder gives each round.
 type benchRounds struct {
 	c        *cli
 	cfg      bench.Config
 	nc       *nats.Conn
 	tr       *client.Transport
-	echoConn *nats.Conn // nil without --raw
+	echoConn *nats.Conn          // nil without --raw
+	store    jetstream.JetStream // the direct store writes of --raw; nil: none (a read workload)
+	like     string              // the engine's bucket the scratch bucket is shaped like
 	rounds   int
 	// out takes the tables and ratios: standard output, or standard error when the
 	// JSON report goes to standard output (--json -).
@@ -33,16 +38,16 @@ type benchRounds struct {
 // several rounds, the medians and ranges. It returns the last engine report.
 func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 	var last *bench.Report
-	var vsEcho, vsHeader []bench.Comparison
+	var vsEcho, vsHeader, vsStore []bench.Comparison
 	for i := range b.rounds {
 		if b.rounds > 1 {
 			fmt.Fprintf(b.c.stderr, "round %d of %d:\n", i+1, b.rounds)
 		}
 		order := []bench.Phase{bench.PhaseEngine}
 		if b.echoConn != nil {
-			order = bench.RoundOrder(i)
+			order = bench.RoundOrder(i, b.store != nil)
 		}
-		var echo, header, eng *bench.Report
+		var echo, header, store, eng *bench.Report
 		for _, phase := range order {
 			rep, err := b.phase(ctx, phase)
 			if err != nil {
@@ -53,6 +58,8 @@ func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 				echo = rep
 			case bench.PhaseHeaderEcho:
 				header = rep
+			case bench.PhaseStore:
+				store = rep
 			default:
 				eng = rep
 			}
@@ -65,10 +72,17 @@ func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 			fmt.Fprintln(b.out, vsEcho[i])
 			fmt.Fprintln(b.out, vsHeader[i])
 		}
+		if store != nil {
+			vsStore = append(vsStore, bench.Compare(store, eng))
+			fmt.Fprintln(b.c.stdout, vsStore[i])
+		}
 	}
 	if b.rounds > 1 && len(vsEcho) > 0 {
 		fmt.Fprintln(b.out, bench.SummarizeRounds(vsEcho))
 		fmt.Fprintln(b.out, bench.SummarizeRounds(vsHeader))
+	}
+	if b.rounds > 1 && len(vsStore) > 0 {
+		fmt.Fprintln(b.c.stdout, bench.SummarizeRounds(vsStore))
 	}
 	return last, nil
 }
@@ -90,6 +104,16 @@ func (b *benchRounds) phase(ctx context.Context, phase bench.Phase) (*bench.Repo
 		fmt.Fprintln(b.c.stderr, title+":")
 		if rep, err = bench.RawNATS(ctx, b.nc, b.cfg, opts...); err != nil {
 			return nil, runtimeError(err)
+		}
+	case bench.PhaseStore:
+		title = fmt.Sprintf("direct JetStream %s into a scratch bucket shaped like %s", map[bool]string{true: "KV put", false: "object put"}[b.cfg.Service == protocol.KeyValue], b.like)
+		fmt.Fprintln(b.c.stderr, title+":")
+		rep, err = bench.RawStore(ctx, b.store, b.cfg, b.like, opts...)
+		if err != nil && rep == nil {
+			return nil, runtimeError(err)
+		}
+		if err != nil && b.deferred == nil {
+			b.deferred = err
 		}
 	default:
 		title = fmt.Sprintf("abi-engine %s %s", b.cfg.Service, b.cfg.Workload)

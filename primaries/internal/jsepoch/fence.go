@@ -88,5 +88,12 @@ func (f *Fence) Write(ctx context.Context, what string, sendTok func(tok epoch.R
 // token to a write.
 func (f *Fence) Carry(m *nats.Msg, tok epoch.Record) { f.record.Check(m, tok) }
 
+// CarryAs puts the check of tok on m for a write on subject (Record.CheckAs), so
+// writes to different keys whose checks ride on one subject are still judged in
+// parallel.
+func (f *Fence) CarryAs(m *nats.Msg, tok epoch.Record, subject string) {
+	f.record.CheckAs(m, tok, subject)
+}
+
 // Record is the bucket's epoch record the fence adopts in.
 func (f *Fence) Record() *Record { return f.record }

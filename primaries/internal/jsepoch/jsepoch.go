@@ -2,41 +2,47 @@
 // on subjects of the bucket's own stream, and puts the epoch check on a write, so the
 // server refuses a stale write at the commit, atomically with it.
 //
-// Two kinds of subject under a base B (abi.epoch in a KV bucket), each holding one
+// Three kinds of subject under a base B (abi.epoch in a KV bucket), each holding one
 // message (they are written with rollup):
 //
 //   - B holds the newest epoch whose check message stood when B was written: where a
 //     reader starts, never where a write looks;
-//   - B.<N> is epoch N's check subject: while N is current it holds one message, whose
-//     data is N and whose stream sequence is the revision writes under N expect; once N
-//     is superseded it holds a marker instead (no data, header Abi-Epoch-Superseded-By
-//     naming the next epoch).
+//   - B.<N> is epoch N's check subject, its head: while N is current it holds one
+//     message, whose data is N (with its shards' revisions, "N/r0,r1,…") and whose
+//     stream sequence is the record's revision; once N is superseded it holds a marker
+//     instead (no data, header Abi-Epoch-Superseded-By naming the next epoch);
+//   - B.<N>.<s> are N's check shards (shards.go), written before the head and marked
+//     after it: what writes under N expect.
 //
-// A write under epoch N carries Nats-Expected-Last-Subject-Sequence = that revision and
-// Nats-Expected-Last-Subject-Sequence-Subject = B.<N>; the server stores it only while
-// B.<N> is unchanged, and answers 10071 otherwise (verified on nats-server v2.15.3 for
+// A write under epoch N carries Nats-Expected-Last-Subject-Sequence = its shard's
+// revision and Nats-Expected-Last-Subject-Sequence-Subject = B.<N>.<s>, s a hash of
+// the write's subject (B.<N> itself, at the record's revision, for an epoch of the
+// unsharded layout); the server stores it only while that subject is unchanged, and
+// answers 10071 otherwise (verified on nats-server v2.15.3 for
 // plain and TTL'd messages, purge markers and the messages of atomic batches). A store
 // that adopted no epoch expects B itself to be empty. One check subject per epoch,
 // rather than one record whose revision writes check, is what keeps a recreated bucket
 // safe: its sequences start again at 1, so a stale engine's revision could be reused by
 // the new record; a check subject of another epoch it can never be.
 //
-// Advancing from epoch M (revision r) to N is three conditional writes of one message
-// each (advance): the marker on B.<M> expecting r (the compare-and-swap: of two
-// adopters racing, one finds the marker), N's check message on B.<N> expecting it
-// empty, then N on B expecting B.<N> unchanged. A reader follows the markers from the
-// epoch B names, and completes an advance stopped after its first write. It is not an
-// atomic batch because a single-node stream on file storage stages each batch in a file
+// Advancing from epoch M (revision r) to N is four steps (advance): the marker on B.<M>
+// expecting r (the compare-and-swap: of two adopters racing, one finds the marker),
+// the markers on M's shards, N's check messages (its shards, then B.<N>, each
+// expecting its subject empty), then N on B expecting B.<N> unchanged. A reader
+// follows the markers from the epoch B names, marks the shards of each epoch it passes
+// and completes an advance stopped after its first write. None of it is an atomic
+// batch, because a single-node stream on file storage stages each batch in a file
 // store it syncs, and holds the bucket's writes meanwhile (12–15 ms under load, the
-// longest pause of a handover); engines before this layout advanced in one batch, with
-// the same three messages. From none, one atomic batch writes B, expecting it empty,
-// and N's check message. Markers of superseded epochs stay (one small message per
-// epoch): an expired marker would leave the subject empty, which a check could match.
+// longest pause of a handover); engines before the three-step layout advanced in one
+// batch. From none, the shards' checks, then one atomic batch writes B, expecting it
+// empty, and N's head. Markers of superseded epochs stay (one small message per
+// subject): an expired marker would leave the subject empty, which a check could
+// match.
 //
 // On a replicated stream the server judges one expectation per subject at a time (a
-// second write checking B.<N> while one is proposed is answered 10164, nothing
-// decided), so epoch-checked writes to one bucket commit one after another; Send sends
-// such a write again until it is decided.
+// second write checking B.<N>.<s> while one is proposed is answered 10164, nothing
+// decided), so only epoch-checked writes whose subjects share a shard commit one after
+// another; Send sends such a write again until it is decided.
 package jsepoch
 
 import (
@@ -45,6 +51,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,6 +70,9 @@ type Record struct {
 	stream   js.Stream
 	base     string
 	repaired func(Repair) // OnRepair
+
+	known   atomic.Pointer[[]known] // the shard revisions of recent records (remember)
+	knownMu sync.Mutex              // serializes remember
 }
 
 var _ epoch.Records = (*Record)(nil)
@@ -93,12 +104,35 @@ func (r *Record) checkSubject(n uint64) string {
 // Check puts the epoch check on m: the server stores m only while rec is the store's
 // record (the zero Record: while the store holds none). It is the one place a
 // JetStream backend attaches its token to a write.
-func (r *Record) Check(m *nats.Msg, rec epoch.Record) {
+//
+// A sharded record (shards.go) is checked on the shard m's subject hashes to, so
+// writes to different keys are judged in parallel.
+func (r *Record) Check(m *nats.Msg, rec epoch.Record) { r.CheckAs(m, rec, m.Subject) }
+
+// CheckAs is Check with the shard chosen by subject rather than m's own: the message
+// that carries the check for a write on subject (an atomic batch's fence message).
+func (r *Record) CheckAs(m *nats.Msg, rec epoch.Record, subject string) {
+	revs := r.revsOf(rec)
+	if len(revs) == 0 {
+		r.checkHead(m, rec)
+		return
+	}
+	s := shardOf(subject, uint32(len(revs)))
+	r.expect(m, r.shardSubject(rec.Epoch, s), revs[s])
+}
+
+// checkHead puts on m the check of rec's head subject: what the record's own writes
+// (B, after an advance or a repair) expect.
+func (r *Record) checkHead(m *nats.Msg, rec epoch.Record) {
+	r.expect(m, r.checkSubject(rec.Epoch), rec.Rev)
+}
+
+func (r *Record) expect(m *nats.Msg, subject string, seq uint64) {
 	if m.Header == nil {
 		m.Header = nats.Header{}
 	}
-	m.Header.Set(js.ExpectedLastSubjSeqSubjHeader, r.checkSubject(rec.Epoch))
-	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(rec.Rev, 10))
+	m.Header.Set(js.ExpectedLastSubjSeqSubjHeader, subject)
+	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 }
 
 // ReadEpoch reads the record; the zero Record when the store holds none. It reads B,
@@ -145,12 +179,12 @@ func (r *Record) ReadEpoch(ctx context.Context) (epoch.Record, error) {
 		if hops == maxHops {
 			return epoch.Record{}, fmt.Errorf("the epoch record %s: more than %d superseded epochs after the one it names (%d)", r.base, maxHops, m.Data)
 		}
-		s, err = r.settle(ctx, s.next)
+		s, err = r.pass(ctx, s)
 	}
 	if err != nil {
 		return epoch.Record{}, err
 	}
-	return epoch.Record{Epoch: s.epoch, Rev: s.seq}, nil
+	return r.recordOf(s), nil
 }
 
 // last is the last message on subject, nil when it holds none.
@@ -164,7 +198,7 @@ func (r *Record) last(ctx context.Context, subject string) (*js.RawStreamMsg, er
 
 // WriteEpoch advances the record from over to n (see the package doc): from none in one
 // atomic batch (expecting B at over.Rev: 0 when B is empty, the marker's revision when
-// B was deleted), from an epoch in three conditional writes (advance). ErrMoved when
+// B was deleted), from an epoch in four steps (advance). ErrMoved when
 // over is no longer the store's.
 func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (epoch.Record, error) {
 	if over.Epoch > 0 {
@@ -183,13 +217,21 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 	if err := r.sweep(ctx, n, 0); err != nil {
 		return epoch.Record{}, err
 	}
+	revs, ok, err := r.settleShards(ctx, n)
+	switch {
+	case err != nil:
+		return epoch.Record{}, err
+	case !ok:
+		return epoch.Record{}, fmt.Errorf("%s: %w (epoch %d's check shards hold markers)", r.base, epoch.ErrMoved, n)
+	}
 	var ack *jetstreamext.BatchAck
-	err := Send(ctx, func() error {
-		data := strconv.AppendUint(nil, n, 10)
-		current := &nats.Msg{Subject: r.base, Data: data, Header: nats.Header{}}
+	err = Send(ctx, func() error {
+		current := &nats.Msg{Subject: r.base, Data: strconv.AppendUint(nil, n, 10), Header: nats.Header{}}
 		current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		current.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(over.Rev, 10))
-		check := &nats.Msg{Subject: r.checkSubject(n), Data: data, Header: nats.Header{}}
+		// Conditional on B alone, as before shards: n's head may hold n's check
+		// already (sweep), which this one replaces.
+		check := &nats.Msg{Subject: r.checkSubject(n), Data: checkData(n, revs), Header: nats.Header{}}
 		check.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		var err error
 		ack, err = jsdomain.Batch(ctx, r.js, []*nats.Msg{current, check}, jetstreamext.BatchFlowControl{AckFirst: false})
@@ -197,8 +239,8 @@ func (r *Record) WriteEpoch(ctx context.Context, n uint64, over epoch.Record) (e
 	})
 	switch {
 	case err == nil:
-		// The commit is the last message of the batch: the check subject's.
-		return epoch.Record{Epoch: n, Rev: ack.Sequence}, nil
+		// The commit is the last message of the batch: the head's check.
+		return r.remember(epoch.Record{Epoch: n, Rev: ack.Sequence}, revs), nil
 	case jserr.IsConflict(err):
 		return epoch.Record{}, fmt.Errorf("%s: %w (%v)", r.base, epoch.ErrMoved, err)
 	default:

@@ -3,6 +3,7 @@ package jsepoch
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,12 @@ func stream(t *testing.T, ctx context.Context, j js.JetStream) {
 
 // write publishes a message under rec's check.
 func write(ctx context.Context, j js.JetStream, r *Record, rec epoch.Record) error {
-	m := &nats.Msg{Subject: "s.data", Data: []byte("x")}
+	return writeOn(ctx, j, r, rec, "s.data")
+}
+
+// writeOn publishes a message on subject under rec's check.
+func writeOn(ctx context.Context, j js.JetStream, r *Record, rec epoch.Record, subject string) error {
+	m := &nats.Msg{Subject: subject, Data: []byte("x")}
 	r.Check(m, rec)
 	_, err := j.PublishMsg(ctx, m)
 	return err
@@ -168,13 +174,20 @@ func TestAdvanceStoppedAfterTheMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, ctx, j, "s.epoch.1", "", supersededBy, "2")
-	if err := write(ctx, j, r, one); !jserr.IsConflict(err) {
-		t.Fatalf("a write under 1 once 1 is marked = %v, want refused", err)
+	// Marked as advance marks it; its shards were not marked yet, so writes under 1
+	// still commit, as they do until the shards' markers stand.
+	put(t, ctx, j, "s.epoch.1", "", supersededBy, "2", shardsHeader, strconv.Itoa(Shards))
+	if err := write(ctx, j, r, one); err != nil {
+		t.Fatalf("a write under 1 before its shards are marked = %v, want stored", err)
 	}
 	got, err := r.ReadEpoch(ctx)
 	if err != nil || got.Epoch != 2 || got.Rev == 0 {
 		t.Fatalf("ReadEpoch = %+v, %v; want epoch 2 with the revision of its check", got, err)
+	}
+	for _, k := range []string{"s.data", "s.other", "s.k.123"} {
+		if err := writeOn(ctx, j, r, one, k); !jserr.IsConflict(err) {
+			t.Fatalf("a write on %s under 1 once a reader went past it = %v, want refused", k, err)
+		}
 	}
 	if err := write(ctx, j, r, got); err != nil {
 		t.Fatalf("a write under the completed epoch 2: %v", err)

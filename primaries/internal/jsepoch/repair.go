@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,7 +106,7 @@ func (r *Record) recover(ctx context.Context, what string, fallback epoch.Record
 // writes B again. The zero Record: no check subject exists.
 func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, error) {
 	rep := Repair{Found: what}
-	epochs, err := r.checkEpochs(ctx)
+	epochs, shards, err := r.checkEpochs(ctx)
 	if err != nil || len(epochs) == 0 {
 		return epoch.Record{}, rep, err
 	}
@@ -117,7 +118,7 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 			return epoch.Record{}, rep, fmt.Errorf("read the epoch check subject %s: %w", r.checkSubject(n), err)
 		}
 		if m == nil {
-			continue
+			continue // a head removed by hand: its shards are marked below
 		}
 		s, err := r.slotOf(n, m)
 		if err != nil {
@@ -136,7 +137,7 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 		if hops == maxHops {
 			return epoch.Record{}, rep, fmt.Errorf("the epoch check subjects of %s: more than %d superseded epochs in a row", r.base, maxHops)
 		}
-		if top, err = r.settle(ctx, top.next); err != nil {
+		if top, err = r.pass(ctx, top); err != nil {
 			return epoch.Record{}, rep, err
 		}
 	}
@@ -149,10 +150,19 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 		}
 		rep.Superseded = append(rep.Superseded, s.epoch)
 	}
-	rec := epoch.Record{Epoch: top.epoch, Rev: top.seq}
+	// Every shard of an epoch below the record is marked, whatever its head holds: a
+	// marker written by hand, or a head removed, says nothing of its shards.
+	for _, n := range epochs {
+		if n != top.epoch && shards[n] > 0 {
+			if err := r.markShards(ctx, n, shards[n], top.epoch); err != nil {
+				return epoch.Record{}, rep, err
+			}
+		}
+	}
+	rec := r.recordOf(top)
 	current := &nats.Msg{Subject: r.base, Data: strconv.AppendUint(nil, top.epoch, 10), Header: nats.Header{}}
 	current.Header.Set(js.MsgRollup, js.MsgRollupSubject)
-	r.Check(current, rec)
+	r.checkHead(current, rec)
 	if _, err := r.publish(ctx, current); err != nil {
 		if jserr.IsConflict(err) {
 			// The record's check moved (an adopter advanced it): read again.
@@ -173,29 +183,36 @@ func named(s slot) uint64 {
 	return s.next
 }
 
-// checkEpochs lists the epochs that have a check subject (B.<N>) in the stream,
-// ascending.
-func (r *Record) checkEpochs(ctx context.Context) ([]uint64, error) {
-	// A handle of its own: Info replaces a handle's cached configuration, and the
-	// record's handle must keep reading the way it was bound (package jsread).
-	st, err := r.js.Stream(ctx, r.stream.CachedInfo().Config.Name)
+// checkEpochs lists the epochs that have a check subject (B.<N>, or a shard B.<N>.<s>)
+// in the stream, ascending, and for those with shards, one more than the highest shard
+// found.
+func (r *Record) checkEpochs(ctx context.Context) ([]uint64, map[uint64]uint32, error) {
+	subjects, err := r.subjects(ctx, r.base+".>")
 	if err != nil {
-		return nil, fmt.Errorf("list the epoch check subjects %s.>: %w", r.base, err)
+		return nil, nil, err
 	}
-	info, err := st.Info(ctx, js.WithSubjectFilter(r.base+".>"))
-	if err != nil {
-		return nil, fmt.Errorf("list the epoch check subjects %s.>: %w", r.base, err)
-	}
-	var epochs []uint64
-	for subj := range info.State.Subjects {
-		n, err := strconv.ParseUint(strings.TrimPrefix(subj, r.base+"."), 10, 64)
-		if err != nil || n == 0 {
-			return nil, fmt.Errorf("the subject %s is under the epoch record %s but names no epoch: it was written by something other than an engine", subj, r.base)
+	seen := map[uint64]bool{}
+	shards := map[uint64]uint32{}
+	for subj := range subjects {
+		e, shard, sharded := strings.Cut(strings.TrimPrefix(subj, r.base+"."), ".")
+		n, err := strconv.ParseUint(e, 10, 64)
+		var k uint64
+		if err == nil && sharded {
+			k, err = strconv.ParseUint(shard, 10, 32)
+			if err == nil && k >= maxShards {
+				err = errors.New("out of range")
+			}
 		}
-		epochs = append(epochs, n)
+		if err != nil || n == 0 {
+			return nil, nil, fmt.Errorf("the subject %s is under the epoch record %s but names no epoch: it was written by something other than an engine", subj, r.base)
+		}
+		seen[n] = true
+		if sharded {
+			shards[n] = max(shards[n], uint32(k)+1)
+		}
 	}
-	slices.Sort(epochs)
-	return epochs, nil
+	epochs := slices.Sorted(maps.Keys(seen))
+	return epochs, shards, nil
 }
 
 // LogRepair returns what a store gives OnRepair: one warning per repair, naming the
@@ -209,4 +226,37 @@ func LogRepair(log *zap.Logger, service, bucket string) func(Repair) {
 			zap.String("service", service), zap.String("bucket", bucket), zap.String("found", p.Found),
 			zap.Uint64("epoch", p.Epoch), zap.Uint64s("superseded", p.Superseded), zap.Stringer("repair", p))
 	}
+}
+
+// subjects lists the subjects of the stream matching filter.
+func (r *Record) subjects(ctx context.Context, filter string) (map[string]uint64, error) {
+	// A handle of its own: Info replaces a handle's cached configuration, and the
+	// record's handle must keep reading the way it was bound (package jsread).
+	st, err := r.js.Stream(ctx, r.stream.CachedInfo().Config.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list the epoch check subjects %s: %w", filter, err)
+	}
+	info, err := st.Info(ctx, js.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("list the epoch check subjects %s: %w", filter, err)
+	}
+	return info.State.Subjects, nil
+}
+
+// shardsListed is one more than the highest check shard of epoch k in the stream; 0
+// when it has none.
+func (r *Record) shardsListed(ctx context.Context, k uint64) (uint32, error) {
+	subjects, err := r.subjects(ctx, r.checkSubject(k)+".*")
+	if err != nil {
+		return 0, err
+	}
+	var n uint32
+	for subj := range subjects {
+		s, err := strconv.ParseUint(strings.TrimPrefix(subj, r.checkSubject(k)+"."), 10, 32)
+		if err != nil || s >= maxShards {
+			return 0, fmt.Errorf("the subject %s is under the epoch check subject %s but names no shard: it was written by something other than an engine", subj, r.checkSubject(k))
+		}
+		n = max(n, uint32(s)+1)
+	}
+	return n, nil
 }

@@ -28,7 +28,7 @@ import (
 // except skip's, and returns a *epoch.StaleError when a check subject above n exists,
 // or n's holds a marker: the bucket has seen a newer epoch, so n would go back.
 func (r *Record) sweep(ctx context.Context, n, skip uint64) error {
-	live, err := r.checkEpochs(ctx)
+	live, shards, err := r.checkEpochs(ctx)
 	if err != nil {
 		return err
 	}
@@ -55,10 +55,17 @@ func (r *Record) sweep(ctx context.Context, n, skip uint64) error {
 		// n's own check is never marked as superseded by n: an adopter that raced
 		// another to n from none would leave a marker naming its own subject, which no
 		// read can follow.
-		if k == skip || k >= n {
+		if k >= n {
 			continue
 		}
-		if err := r.supersede(ctx, k, n); err != nil {
+		if k != skip {
+			if err := r.supersede(ctx, k, n); err != nil {
+				return err
+			}
+		}
+		// Shards whatever the head: skip's head is marked by the advance that follows,
+		// which does not know of shards a head written by hand no longer names.
+		if err := r.markShards(ctx, k, shards[k], n); err != nil {
 			return err
 		}
 	}
@@ -66,7 +73,8 @@ func (r *Record) sweep(ctx context.Context, n, skip uint64) error {
 }
 
 // supersede writes n's marker on B.<k> when it still holds k's check message,
-// expecting that message: a conflict means another adopter marked it meanwhile.
+// expecting that message: a conflict means another adopter marked it meanwhile. Then
+// it marks k's shards (markShards), which a marker on the head alone leaves live.
 func (r *Record) supersede(ctx context.Context, k, n uint64) error {
 	s, err := r.slotAt(ctx, k)
 	if err != nil || !s.check {
@@ -76,10 +84,13 @@ func (r *Record) supersede(ctx context.Context, k, n uint64) error {
 	marker.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 	marker.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.seq, 10))
 	marker.Header.Set(supersededBy, strconv.FormatUint(n, 10))
+	if s.shards > 0 {
+		marker.Header.Set(shardsHeader, strconv.Itoa(s.shards))
+	}
 	if _, err := r.publish(ctx, marker); err != nil && !jserr.IsConflict(err) {
 		return fmt.Errorf("supersede epoch %d on %s: %w", k, marker.Subject, err)
 	}
-	return nil
+	return r.markShards(ctx, k, uint32(s.shards), n)
 }
 
 // slotAt reads what B.<k> holds; the zero slot when it is empty.

@@ -40,11 +40,15 @@ func (s *Store) AdoptEpoch(ctx context.Context, n uint64) error {
 
 // carry puts the held epoch's check on m: the one place this backend attaches its
 // token to a write (none with the fail point skip-epoch).
-func (s *Store) carry(m *nats.Msg, tok epoch.Record) {
+func (s *Store) carry(m *nats.Msg, tok epoch.Record) { s.carryAs(m, tok, m.Subject) }
+
+// carryAs is carry for a write on subject whose check rides on m (the fence message
+// of a batch): the check's shard is subject's.
+func (s *Store) carryAs(m *nats.Msg, tok epoch.Record, subject string) {
 	if failpoint.On(s.fp, failpoint.SkipEpoch) {
 		return
 	}
-	s.fence.Carry(m, tok)
+	s.fence.CarryAs(m, tok, subject)
 }
 
 // write sends a write under the held epoch (jsepoch.Fence.Write): conflict reports

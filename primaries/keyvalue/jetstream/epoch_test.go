@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -137,8 +138,8 @@ func TestRecreatedBucket(t *testing.T) {
 }
 
 // TestEpochOnAReplicatedBucket: on R3 the server judges one expectation per subject at
-// a time, and every write checks the epoch's subject, so concurrent writes meet 10164
-// (nothing decided) and are sent again; none may fail, and the fencing holds.
+// a time, so concurrent writes whose keys share a check shard meet 10164 (nothing
+// decided) and are sent again; none may fail, and the fencing holds.
 func TestEpochOnAReplicatedBucket(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
@@ -199,5 +200,39 @@ func TestEpochOnAReplicatedBucket(t *testing.T) {
 	}
 	if err := old.Set(ctx, "w0-0", []byte("stale"), 0); !errors.Is(err, epoch.ErrFenced) {
 		t.Fatalf("Set under the older epoch on R3 = %v, want fenced", err)
+	}
+}
+
+// The two-check writes carry the epoch check on the abi.fence message, but on the
+// check shard of the key they write: writes to different keys are judged in parallel
+// on a replicated bucket, as sets are.
+func TestFenceMessageChecksTheKeysShard(t *testing.T) {
+	srv := natstest.Start(t)
+	s := open(t, srv.URL(), "KV_FENCE_SHARD")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.AdoptEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	shards := map[string]bool{}
+	for i := range 8 {
+		key := fmt.Sprintf("key-%d", i)
+		if _, err := s.SetIfNotExists(ctx, key, []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.stream.GetLastMsgForSubject(ctx, s.prefix+fenceKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &nats.Msg{Subject: s.prefix + encode(key)}
+		s.fence.Carry(want, s.fence.Held())
+		got := m.Header.Get(js.ExpectedLastSubjSeqSubjHeader)
+		if got != want.Header.Get(js.ExpectedLastSubjSeqSubjHeader) {
+			t.Fatalf("set_if_not_exists %q: the fence message checks %q, want the key's shard %q", key, got, want.Header.Get(js.ExpectedLastSubjSeqSubjHeader))
+		}
+		shards[got] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("8 keys' fence messages all checked %v", shards)
 	}
 }

@@ -147,7 +147,7 @@ func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyV
 func (s *Store) batch(ctx context.Context, m *nats.Msg, expect uint64, tok epoch.Record) error {
 	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	fence := &nats.Msg{Subject: s.prefix + fenceKey, Header: nats.Header{}}
-	s.carry(fence, tok)
+	s.carryAs(fence, tok, m.Subject)
 	return s.publishBatch(ctx, []*nats.Msg{m, fence})
 }
 

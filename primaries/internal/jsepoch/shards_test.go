@@ -1,0 +1,250 @@
+package jsepoch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/jserr"
+	"github.com/abi-engine/engine/internal/natstest"
+)
+
+// subjectsOf returns n subjects s.k.<i>: each in a shard of its own when distinct,
+// else all in one shard.
+func subjectsOf(n int, distinct bool) []string {
+	var out []string
+	seen := map[uint32]bool{}
+	for i := 0; len(out) < n; i++ {
+		subj := "s.k." + strconv.Itoa(i)
+		s := shardOf(subj, Shards)
+		switch {
+		case distinct && !seen[s]:
+			seen[s] = true
+			out = append(out, subj)
+		case !distinct && s == shardOf("s.k.0", Shards):
+			out = append(out, subj)
+		}
+	}
+	return out
+}
+
+// Every shard of an epoch carries writes under it, at the revision the record gives
+// it, and every shard refuses them once the epoch is superseded.
+func TestShardedAdvanceFencesEveryShard(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	one, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.revsOf(one)) != Shards {
+		t.Fatalf("adopted %+v, want %d shards", one, Shards)
+	}
+	subjects := subjectsOf(Shards, true)
+	for _, s := range subjects {
+		if err := writeOn(ctx, j, r, one, s); err != nil {
+			t.Fatalf("a write on %s under 1: %v", s, err)
+		}
+	}
+	two, err := epoch.Adopt(ctx, r, "S", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range subjects {
+		if err := writeOn(ctx, j, r, one, s); !jserr.IsConflict(err) {
+			t.Fatalf("a write on %s (shard %d) under 1 after 2 = %v, want refused", s, shardOf(s, Shards), err)
+		}
+		if err := writeOn(ctx, j, r, two, s); err != nil {
+			t.Fatalf("a write on %s under 2: %v", s, err)
+		}
+	}
+}
+
+// A store last advanced by an engine of the unsharded layout (B.<N> holds "N", no
+// shards) is read as it is, its writes expect the head, and the first advance of this
+// version fences them and shards the new epoch, whose head an engine of the old layout
+// refuses (its check is "N" alone).
+func TestUnshardedRecordIsStillFenced(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	rev := put(t, ctx, j, "s.epoch.1", "1")
+	put(t, ctx, j, "s.epoch", "1")
+	old := epoch.Record{Epoch: 1, Rev: rev}
+	if got, err := r.ReadEpoch(ctx); err != nil || got != old {
+		t.Fatalf("ReadEpoch = %+v, %v; want %+v", got, err, old)
+	}
+	subjects := subjectsOf(8, true)
+	for _, s := range subjects {
+		if err := writeOn(ctx, j, r, old, s); err != nil {
+			t.Fatalf("a write on %s under the unsharded 1: %v", s, err)
+		}
+	}
+	two, err := epoch.Adopt(ctx, r, "S", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.revsOf(two)) != Shards {
+		t.Fatalf("adopted %+v, want %d shards", two, Shards)
+	}
+	for _, s := range subjects {
+		if err := writeOn(ctx, j, r, old, s); !jserr.IsConflict(err) {
+			t.Fatalf("a write on %s under the unsharded 1 after 2 = %v, want refused", s, err)
+		}
+	}
+	m, err := r.last(ctx, "s.epoch.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data) == "2" {
+		t.Fatalf("the head of sharded epoch 2 holds %q, which an engine of the unsharded layout takes for its check", m.Data)
+	}
+}
+
+// A marker on the head that names no shards (written by hand, or by an engine of the
+// unsharded layout over an epoch it could not read) still leaves no shard live: a
+// reader going past it finds the shards in the stream and marks them.
+func TestMarkerNamingNoShardsStillFencesThem(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	one, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, ctx, j, "s.epoch.1", "", supersededBy, "2")
+	if got, err := r.ReadEpoch(ctx); err != nil || got.Epoch != 2 {
+		t.Fatalf("ReadEpoch = %+v, %v; want epoch 2", got, err)
+	}
+	for _, s := range subjectsOf(Shards, true) {
+		if err := writeOn(ctx, j, r, one, s); !jserr.IsConflict(err) {
+			t.Fatalf("a write on %s under 1 after a reader went to 2 = %v, want refused", s, err)
+		}
+	}
+}
+
+// burst sends one epoch-checked write on each subject at once, each exactly once, and
+// counts those the store left undecided because another write checking the same
+// subject was in flight (10164).
+func burst(t *testing.T, ctx context.Context, j js.JetStream, r *Record, rec epoch.Record, subjects []string) int {
+	t.Helper()
+	start := make(chan struct{})
+	var undecided atomic.Int32
+	errs := make(chan error, len(subjects))
+	var wg sync.WaitGroup
+	for _, s := range subjects {
+		wg.Go(func() {
+			m := &nats.Msg{Subject: s, Data: []byte("x")}
+			r.Check(m, rec)
+			<-start
+			_, err := j.PublishMsg(ctx, m)
+			switch {
+			case err == nil:
+			case jserr.Classify(err) == jserr.Undecided:
+				undecided.Add(1)
+			default:
+				errs <- fmt.Errorf("a write on %s: %w", s, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return int(undecided.Load())
+}
+
+// On a replicated stream the server judges one expectation per check subject at a
+// time. Writes to keys in different shards, sent at once, are in flight at the store
+// together: none is ever held back for another. The control shows the bursts do
+// overlap at the store: the same burst on keys of one shard is.
+func TestConcurrentWritesToDifferentShardsAreNotJudgedOneAtATime(t *testing.T) {
+	c := natstest.StartCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	j, err := js.New(natstest.Connect(t, c.Nodes[0].URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.CreateStream(ctx, js.StreamConfig{
+		Name: "S", Subjects: []string{"s.>"}, Storage: js.FileStorage, Replicas: 3,
+		AllowRollup: true, AllowAtomicPublish: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(ctx, j, "S", "s.epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, rounds, controlRounds = 16, 20, 50
+
+	overlapped := false
+	for range controlRounds {
+		if burst(t, ctx, j, r, rec, subjectsOf(writers, false)) > 0 {
+			overlapped = true
+			break
+		}
+	}
+	if !overlapped {
+		t.Fatalf("%d bursts of %d writes checking one shard were never held back for each other: the writes never overlapped at the store, so this test cannot tell", controlRounds, writers)
+	}
+	for i := range rounds {
+		if n := burst(t, ctx, j, r, rec, subjectsOf(writers, true)); n > 0 {
+			t.Fatalf("round %d: %d of %d writes to keys in different shards were held back while another was in flight (10164): the store judged them one at a time", i, n, writers)
+		}
+	}
+}
+
+// A record this Record did not read or write (its shards unknown) is checked on its
+// head, which fences as well: writes under it commit while it is current and are
+// refused once it is superseded.
+func TestRecordReadElsewhereIsCheckedOnItsHead(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	one, err := epoch.Adopt(ctx, r, "S", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(ctx, j, "S", "s.epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nats.Msg{Subject: "s.data"}
+	other.Check(m, one)
+	if got := m.Header.Get(js.ExpectedLastSubjSeqSubjHeader); got != "s.epoch.1" {
+		t.Fatalf("checked on %q, want the head s.epoch.1", got)
+	}
+	if err := writeOn(ctx, j, other, one, "s.data"); err != nil {
+		t.Fatalf("a write under 1 checked on its head: %v", err)
+	}
+	if _, err := epoch.Adopt(ctx, r, "S", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeOn(ctx, j, other, one, "s.data"); !jserr.IsConflict(err) {
+		t.Fatalf("a write under 1 checked on its head after 2 = %v, want refused", err)
+	}
+}
+
+func TestCheckData(t *testing.T) {
+	revs := []uint64{5, 6, 90}
+	if got, ok := parseCheck(7, checkData(7, revs)); !ok || !slices.Equal(got, revs) {
+		t.Fatalf("parseCheck(%q) = %v, %v", checkData(7, revs), got, ok)
+	}
+	if got, ok := parseCheck(7, []byte("7")); !ok || got != nil {
+		t.Fatalf("the unsharded check = %v, %v", got, ok)
+	}
+	for _, bad := range []string{"8", "7/", "7/1,", "7/0", "7/01", "7/x", "7/1/2", ""} {
+		if _, ok := parseCheck(7, []byte(bad)); ok {
+			t.Errorf("parseCheck(%q) took it for epoch 7's check", bad)
+		}
+	}
+}
