@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,16 +168,22 @@ type known struct {
 // being adopted, and what a refused write's judgement read.
 const maxKnown = 4
 
-// remember keeps the shard revisions of rec for Check, and returns rec.
+// remember keeps the shard revisions of rec for Check, and returns rec. What was read
+// last wins: a bucket deleted and recreated may hold the same epoch at the same head
+// revision again, with its shards at other revisions.
 func (r *Record) remember(rec epoch.Record, revs []uint64) epoch.Record {
-	if len(revs) == 0 || r.revsOf(rec) != nil {
+	if len(revs) == 0 || slices.Equal(r.revsOf(rec), revs) {
 		return rec
 	}
 	r.knownMu.Lock()
 	defer r.knownMu.Unlock()
 	var next []known
 	if cur := r.known.Load(); cur != nil {
-		next = append(next, (*cur)[max(0, len(*cur)-maxKnown+1):]...)
+		for _, k := range (*cur)[max(0, len(*cur)-maxKnown+1):] {
+			if k.rec != rec {
+				next = append(next, k)
+			}
+		}
 	}
 	next = append(next, known{rec: rec, revs: revs})
 	r.known.Store(&next)
