@@ -20,7 +20,7 @@ func uploadHandler(_ context.Context, req TransferRequest) ([]byte, error) {
 
 // takeUpload asks the host actor for the upload id holds, on behalf of a call made by
 // caller (its token's sub; "" when the engine verifies no tokens). The session actor
-// answers on done (buffered) and has the host close the session once answered.
+// answers on done (buffered).
 type takeUpload struct {
 	id     string
 	caller string
@@ -40,8 +40,11 @@ func (t *takeUpload) answer(r takeResult) {
 }
 
 // takeUpload routes t to its session's actor after checking that the session is an
-// upload of t's caller. A refused take leaves the session as it was: its owner may
-// still close it, or another call use it.
+// upload of t's caller, and closes the session in the same turn: t is ahead of the
+// poison pill in the session actor's inbox, so it is answered from the upload, and the
+// session is gone (its bytes back in the budget) before the call's reply is sent, so
+// the client's own close afterwards finds nothing, which succeeds. A take refused here
+// leaves the session as it was: another caller's upload is its owner's to use.
 func (a *hostActor) takeUpload(t *takeUpload) {
 	e := a.h.sessions[t.id]
 	switch {
@@ -53,14 +56,14 @@ func (a *hostActor) takeUpload(t *takeUpload) {
 	case !e.boundTo(t.caller):
 		t.answer(takeResult{err: anotherCaller(t.id)})
 	default:
-		e.lastUsed = a.h.clock.Now()
 		a.eng.Send(e.pid, t)
+		a.closeSession(e, "its call took the upload")
+		a.publish()
 	}
 }
 
-// takeUpload hands the session's upload to the call that names it, and asks the host
-// actor to close the session: its bytes go back to the budget, and the client's own
-// close afterwards finds nothing, which succeeds.
+// takeUpload hands the session's upload to the call that names it; the host actor has
+// closed the session already.
 func (s *sessionActor) takeUpload(t *takeUpload) {
 	switch {
 	case s.lost:
@@ -72,7 +75,6 @@ func (s *sessionActor) takeUpload(t *takeUpload) {
 		data := s.joined()
 		s.upload, s.uploaded = nil, 0
 		t.answer(takeResult{data: data})
-		s.h.tell(closeParked{id: s.e.id, reason: "its call took the upload"})
 	}
 }
 
