@@ -102,6 +102,10 @@ func (a *hostActor) open(cl *call) {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer operation %q is not served on %s (served: %s)", req.Operation, h.prefix, h.operations()))
 		return
 	}
+	if err := uploadCodec(req.Operation, cl.codec); err != nil {
+		cl.fail(err)
+		return
+	}
 	if len(req.Metadata) > protocol.MaxTransferMetadataBytes {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer metadata of %d bytes is above the limit of %d", len(req.Metadata), protocol.MaxTransferMetadataBytes))
 		return

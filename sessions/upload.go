@@ -53,7 +53,7 @@ func (a *hostActor) takeUpload(t *takeUpload) {
 	case e.op != protocol.OverflowRequestOperation:
 		t.answer(takeResult{err: protocol.Errorf(protocol.InvalidArgument,
 			"%s names session %s, which is not an overflow upload (operation %q)", protocol.HeaderOverflowRequest, t.id, e.op)})
-	case !e.boundTo(t.caller):
+	case e.caller != t.caller:
 		t.answer(takeResult{err: anotherCaller(t.id)})
 	default:
 		a.eng.Send(e.pid, t)
@@ -78,6 +78,17 @@ func (s *sessionActor) takeUpload(t *takeUpload) {
 	}
 }
 
+// uploadCodec refuses an overflow upload opened in JSON: the engine serving its call
+// may fetch it from another engine, and fetches speak protobuf, as the calls that name
+// uploads do.
+func uploadCodec(op string, c protocol.Codec) error {
+	if op == protocol.OverflowRequestOperation && c != protocol.Protobuf {
+		return protocol.Errorf(protocol.InvalidArgument,
+			"overflow uploads (operation %q) are opened in protobuf (abi.transfer.v1.OpenRequest): a call naming one is a protobuf call", op)
+	}
+	return nil
+}
+
 // uploadLimit is the most a session of op may hold: the upload limit for an overflow
 // upload, the host's per-session limit otherwise.
 func (h *TransferHost) uploadLimit(op string) (limit int64, key string) {
@@ -91,6 +102,6 @@ func uploadGone(id string) error {
 	return protocol.Errorf(protocol.NotFound, "overflow upload %s expired or was closed", id)
 }
 
-func anotherCaller(id string) error {
-	return protocol.Errorf(permissionDenied, "Transfer belongs to another caller (session %s)", id)
+func anotherCaller(string) error {
+	return &protocol.Error{Code: protocol.PermissionDenied, Message: otherCaller}
 }
