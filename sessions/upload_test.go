@@ -79,22 +79,28 @@ func TestReadRequestTakesTheCallersUpload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 
-	_, err := o.ReadRequest(ctx, id, "b", nil)
+	_, _, err := o.ReadRequest(ctx, id, "b", nil)
 	wantCode(t, err, protocol.PermissionDenied)
 	if o.Sessions() != 1 {
 		t.Fatalf("another caller's read closed the upload")
 	}
-	_, err = o.ReadRequest(ctx, "not-an-id", "a", nil)
+	_, _, err = o.ReadRequest(ctx, "not-an-id", "a", nil)
 	wantCode(t, err, protocol.InvalidArgument)
 
-	got, err := o.ReadRequest(ctx, id, "a", nil)
+	got, release, err := o.ReadRequest(ctx, id, "a", nil)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read the upload: %d bytes, %v", len(got), err)
 	}
-	if o.Sessions() != 0 || budget.Used() != 0 {
-		t.Fatalf("after the read: %d sessions, %d bytes in the budget; want none", o.Sessions(), budget.Used())
+	// The session is gone, its bytes the call's until it releases them.
+	if o.Sessions() != 0 || budget.Used() != int64(len(data)) {
+		t.Fatalf("after the read: %d sessions, %d bytes in the budget; want none and %d", o.Sessions(), budget.Used(), len(data))
 	}
-	_, err = o.ReadRequest(ctx, id, "a", nil)
+	release()
+	release()
+	if budget.Used() != 0 {
+		t.Fatalf("after the release: %d bytes in the budget", budget.Used())
+	}
+	_, _, err = o.ReadRequest(ctx, id, "a", nil)
 	wantCode(t, err, protocol.NotFound)
 }
 
@@ -125,6 +131,45 @@ func TestUploadIdleExpires(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	_, err = o.ReadRequest(ctx, id, "a", nil)
+	_, _, err = o.ReadRequest(ctx, id, "a", nil)
 	wantCode(t, err, protocol.NotFound)
+}
+
+// TestReadRequestFetchesIntoTheBudget: an upload of another engine's is fetched into
+// this engine's budget, held until the call releases it, and refused
+// RESOURCE_EXHAUSTED when the budget cannot hold it; the owner holds nothing after
+// either.
+func TestReadRequestFetchesIntoTheBudget(t *testing.T) {
+	srv := smallBroker(t)
+	owner := startOverflow(t, connect(t, srv), OverflowConfig{Tokens: callers{}})
+	small := NewBudget(32<<10, 0)
+	reader, err := NewOverflowHost(connect(t, srv), OverflowConfig{Budget: small, Tokens: callers{}, LeaseValid: leaseHeld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	token := nats.Header{protocol.HeaderAuthToken: {"t-a"}}
+
+	fits := payload(20 << 10)
+	id := openUpload(t, nc, owner, "a", fits)
+	got, release, err := reader.ReadRequest(ctx, id, "a", token)
+	if err != nil || !bytes.Equal(got, fits) {
+		t.Fatalf("fetch: %d bytes, %v", len(got), err)
+	}
+	if small.Used() != int64(len(fits)) || owner.Sessions() != 0 {
+		t.Fatalf("after the fetch: %d bytes in the reader's budget, %d sessions on the owner; want %d and none", small.Used(), owner.Sessions(), len(fits))
+	}
+	// While the first call holds its bytes, a second upload does not fit.
+	id = openUpload(t, nc, owner, "a", fits)
+	_, _, err = reader.ReadRequest(ctx, id, "a", token)
+	wantCode(t, err, protocol.ResourceExhausted)
+	if small.Used() != int64(len(fits)) || owner.Sessions() != 0 {
+		t.Fatalf("after the refused fetch: %d bytes in the reader's budget, %d sessions on the owner", small.Used(), owner.Sessions())
+	}
+	release()
+	if small.Used() != 0 {
+		t.Fatalf("after the release: %d bytes in the budget", small.Used())
+	}
 }
