@@ -43,14 +43,14 @@ type takeResult struct {
 func (t *takeUpload) answer(r takeResult) {
 	if r.err != nil {
 		r.release = nil
-		if t.release != nil {
-			t.release()
-		}
 	}
 	select {
 	case t.done <- r:
-	default: // answered before (a crash after the answer)
+	default: // answered before (a crash after the answer): that answer decided
 		return
+	}
+	if r.err != nil && t.release != nil {
+		t.release()
 	}
 	if t.abandoned.Load() {
 		t.drop()
