@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/testwait"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
 	transferv1 "github.com/abi-engine/engine/proto/abi/transfer/v1"
 	"github.com/abi-engine/engine/protocol"
@@ -171,5 +173,24 @@ func TestReadRequestFetchesIntoTheBudget(t *testing.T) {
 	release()
 	if small.Used() != 0 {
 		t.Fatalf("after the release: %d bytes in the budget", small.Used())
+	}
+}
+
+// TestTakeOfACrashedUpload: an upload whose session actor crashed lost its bytes; the
+// call naming it is NOT_FOUND, and the budget gets every byte back whichever way the
+// take met the crash (before the host closed the session, or after).
+func TestTakeOfACrashedUpload(t *testing.T) {
+	srv := smallBroker(t)
+	budget := NewBudget(1<<20, 0)
+	o := startOverflow(t, connect(t, srv), OverflowConfig{Budget: budget, Tokens: callers{}})
+	id := openUpload(t, connect(t, srv), o, "a", payload(20<<10))
+	engineOf(o.TransferHost).Send(o.SessionPID(id), actors.Kill{Reason: "chaos"})
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	_, _, err := o.ReadRequest(ctx, id, "a", nil)
+	wantCode(t, err, protocol.NotFound)
+	testwait.For(t, 10*time.Second, "the budget back to empty", func() bool { return budget.Used() == 0 })
+	if o.Sessions() != 0 {
+		t.Fatalf("%d sessions after the crash", o.Sessions())
 	}
 }
