@@ -194,3 +194,28 @@ func TestTakeOfACrashedUpload(t *testing.T) {
 		t.Fatalf("%d sessions after the crash", o.Sessions())
 	}
 }
+
+// TestAbandonedTakeGivesTheBytesBack: a call that gives up waiting for its upload
+// (its context ended) leaves nothing held: whichever of the call and the session actor
+// finds the answer gives the bytes back.
+func TestAbandonedTakeGivesTheBytesBack(t *testing.T) {
+	srv := smallBroker(t)
+	budget := NewBudget(1<<20, 0)
+	o := startOverflow(t, connect(t, srv), OverflowConfig{Budget: budget, Tokens: callers{}})
+	nc := connect(t, srv)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		id := openUpload(t, nc, o, "a", payload(4<<10))
+		_, release, err := o.ReadRequest(gone, id, "a", nil)
+		if err == nil {
+			release() // the answer won the race with the ended context
+		} else {
+			wantCode(t, err, protocol.DeadlineExceeded)
+		}
+		testwait.For(t, 10*time.Second, "the budget back to empty", func() bool { return budget.Used() == 0 })
+		if o.Sessions() != 0 {
+			t.Fatalf("take %d: %d sessions left", i, o.Sessions())
+		}
+	}
+}
