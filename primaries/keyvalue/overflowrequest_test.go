@@ -33,13 +33,13 @@ type uploadRig struct {
 	client *nats.Conn
 	a, b   *sessions.OverflowHost
 	budget *sessions.Budget // A's, and B's unless the test gives B its own
-	tok    string // sub "sdk-ci"
-	other  string // sub "other"
+	tok    string           // sub "sdk-ci"
+	other  string           // sub "other"
 }
 
 type rigOptions struct {
 	serveA, serveB bool
-	inline         bool // the primary runs calls on micro's callback, as for a memory store
+	inline         bool  // the primary runs calls on micro's callback, as for a memory store
 	limitA, limitB int64 // MaxRequestBytes; 0 the default
 	budgetB        *sessions.Budget
 }
