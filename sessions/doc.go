@@ -68,6 +68,15 @@
 // PAYLOAD_TOO_LARGE. A protobuf call is answered through ReplyProtobuf: the notice is
 // an empty body with those two headers only, and its reads speak protobuf.
 //
+// A request too large for one message goes the other way (protocol/overflowrequest.go):
+// the client opens an upload (operation "request") on the overflow host and writes it,
+// then calls with an empty body naming it. The primary serving the call asks its
+// OverflowHost.ReadRequest, which takes an upload of its own engine's from its session
+// actor (checking it is the caller's), or fetches one held by another engine with start,
+// reads and close on that engine's owner-scoped subjects, forwarding the caller's token.
+// Either way the upload is closed once read, and its bytes stay in the budget (the
+// holder's, or the reader's for a fetch) until the call releases them.
+//
 // # Handover
 //
 //  1. StopAccepting: the host ends P.open at the broker with StopDelivery and returns

@@ -88,7 +88,7 @@ type TransferConfig struct {
 	// Owner is the engine's instance id; empty takes NewOwnerID().
 	Owner string
 	// Handlers maps each operation clients may open to what runs at its start. A host
-	// without handlers (the overflow host) does not subscribe to <prefix>.open.
+	// without handlers does not subscribe to <prefix>.open.
 	Handlers map[string]Handler
 	// LeaseValid reports, with one atomic load, whether the engine's last successful
 	// lease renewal was sent less than lease/2 ago, as primaries.Config.LeaseValid does
@@ -188,6 +188,8 @@ type TransferHost struct {
 
 	steps *group // the broker steps, the drain waits, the final stop
 	work  *group // the reaper and the handlers; shut from Stop to Serve
+
+	opLimits map[string]int64 // what one session of these operations may hold, instead of MaxSessionBytes; set once at construction
 
 	afterReap func(now time.Time) // tests: called by the host actor after each reap pass, with the time it judged
 }
