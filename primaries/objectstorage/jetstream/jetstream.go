@@ -72,6 +72,7 @@ type Store struct {
 	fence  *jsepoch.Fence
 	fp     *failpoint.Set
 	large  chan struct{} // a token per read of a large object under way (maxLargeReads)
+	chunk  int           // the size of the chunks a put writes (chunkFor)
 }
 
 // Reads of objects above largeRead bytes, at most maxLargeReads at once per store,
@@ -130,7 +131,7 @@ func New(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	record.OnRepair(jsepoch.LogRepair(cfg.Logger, "object_storage", cfg.Bucket))
 	return &Store{js: j, obs: obs, stream: record.Stream(), bucket: cfg.Bucket, opened: b,
 		fence: jsepoch.NewFence(record, "JetStream bucket "+cfg.Bucket), fp: cfg.Failpoints,
-		large: make(chan struct{}, maxLargeReads)}, nil
+		large: make(chan struct{}, maxLargeReads), chunk: chunkFor(j.Conn().MaxPayload())}, nil
 }
 
 // Probe checks that the bucket exists and recreates it, empty and with the configured

@@ -21,8 +21,16 @@ import (
 )
 
 // chunkSize is the size of an object's chunks: nats.go's default, which its reader
-// takes from the metadata either way.
+// takes from the metadata either way. A broker whose max payload is smaller gets
+// smaller chunks (chunkFor), else every object above it would fail to store.
 const chunkSize = 128 << 10
+
+// chunkFor is the chunk size on a broker with max payload maxPayload: chunkSize, or
+// what fits one message with room for the protocol's framing. A broker below 2 KiB
+// still gets 1 KiB chunks, and a put there fails as the broker says.
+func chunkFor(maxPayload int64) int {
+	return int(max(1024, min(chunkSize, maxPayload-1024)))
+}
 
 // purgeTimeout bounds the purge of chunks no object refers to, run even when the
 // call's context has ended.
@@ -113,7 +121,7 @@ func (s *Store) PutObject(ctx context.Context, prefix, key string, content []byt
 	}
 	sum := sha256.Sum256(content)
 	info := &js.ObjectInfo{
-		ObjectMeta: js.ObjectMeta{Name: n, Opts: &js.ObjectMetaOptions{ChunkSize: chunkSize}},
+		ObjectMeta: js.ObjectMeta{Name: n, Opts: &js.ObjectMetaOptions{ChunkSize: uint32(s.chunk)}},
 		Bucket:     s.bucket,
 		NUID:       id,
 		Size:       uint64(len(content)),
@@ -136,8 +144,8 @@ func (s *Store) PutObject(ctx context.Context, prefix, key string, content []byt
 // acknowledgement.
 func (s *Store) sendChunks(ctx context.Context, subject string, content []byte) (uint32, error) {
 	var acks []js.PubAckFuture
-	for off := 0; off < len(content); off += chunkSize {
-		end := min(off+chunkSize, len(content))
+	for off := 0; off < len(content); off += s.chunk {
+		end := min(off+s.chunk, len(content))
 		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: content[off:end]})
 		if err != nil {
 			return 0, err
