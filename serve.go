@@ -89,13 +89,24 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// The transfer hosts check the lease before every operation, as the primaries do
 	// before every call (docs/design.md §5.8).
 	limits := e.sessionLimits()
+	tokens, noTokens, err := e.serviceTokens()
+	if err != nil {
+		return set, err
+	}
+	// The hosts check the token of every exchange as the primaries check every call's,
+	// and bind each session to its caller.
+	auth := sessions.Auth{OnNoTokens: noTokens}
+	if tokens != nil {
+		auth.Tokens = tokens
+	}
 	overflow, err := sessions.NewOverflowHost(nc, sessions.OverflowConfig{
 		Owner: e.InstanceID(), LeaseValid: own.Gate().Valid, Logger: e.log, Limits: limits,
+		Tokens: auth.Tokens, OnNoTokens: auth.OnNoTokens,
 	})
 	if err != nil {
 		return set, fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log, limits)
+	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log, limits, auth)
 	if err != nil {
 		return set, fmt.Errorf("engine: object storage transfers: %w", err)
 	}
@@ -112,10 +123,6 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		epochs[i] = &servedEpoch{fence: svc.Fence}
 		services = append(services, svc.primary(epochs[i]))
 		fences = append(fences, epochs[i])
-	}
-	tokens, noTokens, err := e.serviceTokens()
-	if err != nil {
-		return set, err
 	}
 	if err := e.buildDiscovery(ctx, set, nc, tokens); err != nil {
 		return set, err
@@ -158,6 +165,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			Handlers:   svc.transfers(epochs[i]),
 			LeaseValid: own.Gate().Valid,
 			Logger:     e.log,
+			Tokens:     auth.Tokens,
+			OnNoTokens: auth.OnNoTokens,
 		})
 		if err != nil {
 			return set, fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)

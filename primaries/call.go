@@ -244,16 +244,21 @@ func (p *Primary) observe(j job, code protocol.Code) {
 // overflow answers a call whose reply does not fit one message: parked on the overflow
 // host, or PAYLOAD_TOO_LARGE. The operation has run either way.
 func (p *Primary) overflow(r *run, j job, out []byte, size int64) {
-	if p.cfg.Overflow == nil || j.pb != nil { // protobuf replies are not parked yet
+	if p.cfg.Overflow == nil {
 		p.fail(r, j, true, protocol.Errorf(protocol.PayloadTooLarge,
 			"the reply of %d bytes is above the broker's max payload of %d and this engine parks no replies; "+
 				"the operation may already have completed, do not replay it automatically", size, p.cfg.Conn.MaxPayload()))
 		return
 	}
 	// The overflow host publishes on its own connection from this goroutine; micro's
-	// Respond is avoided for the reason given at send.
+	// Respond is avoided for the reason given at send. An error means the caller could
+	// not be told; its timeout will.
 	req := &nats.Msg{Reply: j.req.Reply(), Header: nats.Header(j.req.Headers())}
-	_ = p.cfg.Overflow.Reply(r.ctx, req, j.scratch().keep(out), nil) // an error means the caller could not be told; its timeout will
+	if j.pb != nil {
+		_ = p.cfg.Overflow.ReplyProtobuf(r.ctx, req, j.scratch().keep(out), j.pb.Fail)
+	} else {
+		_ = p.cfg.Overflow.Reply(r.ctx, req, j.scratch().keep(out), nil)
+	}
 	p.observe(j, "")
 	p.release(r, true)
 }

@@ -82,6 +82,9 @@ type EpochFence interface {
 // request (its reply subject and headers).
 type Overflow interface {
 	Reply(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header) error
+	// ReplyProtobuf is Reply for a protobuf call: data is its response message, and
+	// fail makes the response message carrying an error the caller gets instead.
+	ReplyProtobuf(ctx context.Context, msg *nats.Msg, data []byte, fail func(*protocol.Error) []byte) error
 }
 
 var (

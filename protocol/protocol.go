@@ -42,6 +42,10 @@ const (
 	ObjectNotFound Code = "OBJECT_NOT_FOUND"
 )
 
+// PermissionDenied refuses an exchange on a transfer session or parked reply from a
+// caller (the service token's sub) other than the one it belongs to: nothing ran.
+const PermissionDenied Code = "PERMISSION_DENIED"
+
 // Codes lists every code, in the order of the design.
 var Codes = []Code{InvalidArgument, NotFound, Conflict, PayloadTooLarge, ResourceExhausted, DeadlineExceeded, Unavailable, Internal, Unauthenticated}
 
@@ -74,6 +78,8 @@ func (c Code) HTTPStatus() int {
 		return 503
 	case Unauthenticated:
 		return 401
+	case PermissionDenied:
+		return 403
 	default:
 		return 500
 	}

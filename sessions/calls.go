@@ -19,13 +19,22 @@ type call struct {
 	msg   *nats.Msg
 	op    string
 	id    string // the session, for calls on one
-	req   any    // *protocol.Transfer<Op>Request
-	entry *entry // set by the host actor when it routes the call to the session actor
-	done  atomic.Bool
+	req   any    // *protocol.Transfer<Op>Request, whatever the codec
+	codec protocol.Codec
+	// caller is the `sub` of the call's service token, "" without one (a JSON call to
+	// an engine without a secret): a session belongs to its opener's.
+	caller string
+	entry  *entry // set by the host actor when it routes the call to the session actor
+	done   atomic.Bool
 }
 
+// respond answers the call with v, in the call's codec.
 func (c *call) respond(v any) {
-	m, err := jsonMsg(c.h.owner, v)
+	encode := jsonMsg
+	if c.codec == protocol.Protobuf {
+		encode = protoMsg
+	}
+	m, err := encode(c.h.owner, v)
 	if err != nil {
 		c.fail(err)
 		return
@@ -33,7 +42,13 @@ func (c *call) respond(v any) {
 	c.send(m)
 }
 
-func (c *call) fail(err error) { c.send(errorMsg(c.h.owner, err)) }
+func (c *call) fail(err error) {
+	if c.codec == protocol.Protobuf {
+		c.send(protoErrorMsg(c.h.owner, c.op, err))
+		return
+	}
+	c.send(errorMsg(c.h.owner, err))
+}
 
 func (c *call) send(m *nats.Msg) {
 	if !c.done.CompareAndSwap(false, true) {
@@ -81,9 +96,23 @@ func (h *TransferHost) endCall() {
 
 // routeOpen is the callback of <prefix>.open.
 func (h *TransferHost) routeOpen(m *nats.Msg) {
-	c := &call{h: h, msg: m, op: protocol.TransferOpen}
+	c := &call{h: h, msg: m, op: protocol.TransferOpen, codec: codecOf(m)}
 	if err := h.admit(); err != nil {
 		c.fail(err)
+		return
+	}
+	if err := h.authenticate(c); err != nil {
+		c.fail(err)
+		return
+	}
+	if c.codec == protocol.Protobuf {
+		_, req, err := decodeProto(protocol.TransferOpen, m.Data)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.req = req
+		h.deliver(c)
 		return
 	}
 	var req protocol.TransferOpenRequest
@@ -95,14 +124,23 @@ func (h *TransferHost) routeOpen(m *nats.Msg) {
 	h.deliver(c)
 }
 
-// route is the callback of <prefix>.<owner>.<op>.
+// route is the callback of <prefix>.<owner>.<op>. The session's codec is checked by
+// the host actor, which knows the session.
 func (h *TransferHost) route(op string, m *nats.Msg) {
-	c := &call{h: h, msg: m, op: op}
+	c := &call{h: h, msg: m, op: op, codec: codecOf(m)}
 	if err := h.admit(); err != nil {
 		c.fail(err)
 		return
 	}
-	id, req, err := decodeOp(op, m.Data)
+	if err := h.authenticate(c); err != nil {
+		c.fail(err)
+		return
+	}
+	decode := decodeOp
+	if c.codec == protocol.Protobuf {
+		decode = decodeProto
+	}
+	id, req, err := decode(op, m.Data)
 	if err == nil {
 		err = h.validID(id)
 	}

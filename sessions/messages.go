@@ -73,8 +73,10 @@ type (
 	// parkCall asks the host actor to park data as a read-only session (the overflow
 	// host). It is answered on done.
 	parkCall struct {
-		data      []byte
-		client    string          // ClientOf the request's reply subject
+		data []byte
+		// of is whose: the client of the request's reply subject, its token's `sub`
+		// and its codec, which the reads of the parked reply use.
+		of        sessionOf
 		done      chan parkResult // buffered: the actor never waits for the caller
 		abandoned atomic.Bool
 	}

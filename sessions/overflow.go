@@ -47,6 +47,11 @@ type OverflowConfig struct {
 	Clock      Clock
 	// Logger receives what the host logs; nil discards.
 	Logger *zap.Logger
+	// Tokens and OnNoTokens are TransferConfig's: with Tokens, a parked reply belongs
+	// to the `sub` of its request's token, and every read and close must carry a
+	// token of the same caller.
+	Tokens     TokenVerifier
+	OnNoTokens func()
 }
 
 // OverflowHost parks replies too large for one NATS message (as the Python engine parks them). It is
@@ -76,6 +81,8 @@ func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
 		LeaseValid:           cfg.LeaseValid,
 		Clock:                cfg.Clock,
 		Logger:               cfg.Logger,
+		Tokens:               cfg.Tokens,
+		OnNoTokens:           cfg.OnNoTokens,
 	}
 	cfg.Limits.Apply(&tc)
 	h, err := NewTransferHost(nc, tc)
@@ -113,7 +120,63 @@ func (o *OverflowHost) Reply(ctx context.Context, msg *nats.Msg, data []byte, he
 		m.Subject = msg.Reply
 		return o.nc.PublishMsg(m)
 	}
-	return o.reply(ctx, msg.Header, ClientOf(msg.Reply), send, data, header)
+	return o.reply(ctx, jsonReply, msg.Header, ClientOf(msg.Reply), send, data, header)
+}
+
+// ReplyProtobuf is Reply for a protobuf call (the Python clients'), as the Python
+// engine answers one: data is the serialized response message; a parked reply's
+// notice has an empty body and exactly the headers Abi-Overflow-Reply and
+// Abi-Overflow-Size (plus Abi-Engine-Instance), and its reads speak protobuf; an
+// error is the operation's response message that fail makes (the error in it), with
+// Abi-Error-Code and never micro's error headers.
+func (o *OverflowHost) ReplyProtobuf(ctx context.Context, msg *nats.Msg, data []byte, fail func(*protocol.Error) []byte) error {
+	send := func(m *nats.Msg) error {
+		if msg.Sub != nil {
+			return msg.RespondMsg(m)
+		}
+		if msg.Reply == "" {
+			return nats.ErrMsgNoReply
+		}
+		m.Subject = msg.Reply
+		return o.nc.PublishMsg(m)
+	}
+	return o.reply(ctx, protoReplyCodec{fail: fail}, msg.Header, ClientOf(msg.Reply), send, data, nil)
+}
+
+// replyCodec is how the overflow host answers in one codec: errors, and the notice of
+// a parked reply.
+type replyCodec interface {
+	codec() protocol.Codec
+	errorMsg(owner string, err error) *nats.Msg
+	notice(owner string, ref *protocol.OverflowRef, header nats.Header) (*nats.Msg, error)
+}
+
+// jsonReply answers in the JSON protocol: an error envelope, and an OverflowEnvelope
+// beside the two headers.
+var jsonReply replyCodec = jsonCodec{}
+
+type jsonCodec struct{}
+
+func (jsonCodec) codec() protocol.Codec                      { return protocol.JSON }
+func (jsonCodec) errorMsg(owner string, err error) *nats.Msg { return errorMsg(owner, err) }
+func (jsonCodec) notice(owner string, ref *protocol.OverflowRef, header nats.Header) (*nats.Msg, error) {
+	body, err := json.Marshal(protocol.OverflowEnvelope{Overflow: ref})
+	if err != nil {
+		return nil, fmt.Errorf("encode overflow envelope: %w", err)
+	}
+	return replyMsg(owner, body, header), nil
+}
+
+// protoReplyCodec answers in protobuf: the operation's response carrying the error,
+// and an empty notice (the Python engine's, which its clients and tests expect).
+type protoReplyCodec struct{ fail func(*protocol.Error) []byte }
+
+func (protoReplyCodec) codec() protocol.Codec { return protocol.Protobuf }
+func (c protoReplyCodec) errorMsg(owner string, err error) *nats.Msg {
+	return protoErrorBody(owner, wireError(err), c.fail)
+}
+func (protoReplyCodec) notice(owner string, _ *protocol.OverflowRef, header nats.Header) (*nats.Msg, error) {
+	return replyMsg(owner, nil, header), nil
 }
 
 // ReplyRequest is Reply for a request received by a micro service endpoint.
@@ -121,10 +184,10 @@ func (o *OverflowHost) ReplyRequest(ctx context.Context, req micro.Request, data
 	send := func(m *nats.Msg) error {
 		return req.Respond(m.Data, micro.WithHeaders(micro.Headers(m.Header)))
 	}
-	return o.reply(ctx, nats.Header(req.Headers()), ClientOf(req.Reply()), send, data, header)
+	return o.reply(ctx, jsonReply, nats.Header(req.Headers()), ClientOf(req.Reply()), send, data, header)
 }
 
-func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, client string, send func(*nats.Msg) error, data []byte, header nats.Header) error {
+func (o *OverflowHost) reply(ctx context.Context, rc replyCodec, reqHeader nats.Header, client string, send func(*nats.Msg) error, data []byte, header nats.Header) error {
 	m := replyMsg(o.owner, data, header)
 	limit := o.nc.MaxPayload()
 	size := encodedSize(m)
@@ -132,22 +195,25 @@ func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, client 
 		return send(m)
 	}
 	if reqHeader.Get(protocol.HeaderOverflow) != "1" {
-		return send(errorMsg(o.owner, protocol.Errorf(protocol.PayloadTooLarge,
+		return send(rc.errorMsg(o.owner, protocol.Errorf(protocol.PayloadTooLarge,
 			"the reply of %d bytes is above the broker's max payload of %d and the request did not carry %s: 1; "+
 				"the operation may already have completed, do not replay it automatically",
 			size, limit, protocol.HeaderOverflow)))
 	}
 	o.beginCall()
 	defer o.endCall()
-	ref, err := o.park(ctx, client, data)
+	caller, err := o.callerOf(reqHeader)
 	if err != nil {
-		return send(errorMsg(o.owner, err))
+		return send(rc.errorMsg(o.owner, err))
 	}
-	body, err := json.Marshal(protocol.OverflowEnvelope{Overflow: ref})
+	ref, err := o.park(ctx, sessionOf{client: client, caller: caller, codec: rc.codec()}, data)
 	if err != nil {
-		return fmt.Errorf("encode overflow envelope: %w", err)
+		return send(rc.errorMsg(o.owner, err))
 	}
-	notice := replyMsg(o.owner, body, header)
+	notice, err := rc.notice(o.owner, ref, header)
+	if err != nil {
+		return err
+	}
 	notice.Header.Set(protocol.HeaderOverflowReply, ref.ID)
 	notice.Header.Set(protocol.HeaderOverflowSize, strconv.FormatInt(ref.Size, 10))
 	if err := send(notice); err != nil {
@@ -157,8 +223,23 @@ func (o *OverflowHost) reply(ctx context.Context, reqHeader nats.Header, client 
 	return nil
 }
 
-// park hands data to the host actor, which spawns the session holding it.
-func (o *OverflowHost) park(ctx context.Context, client string, data []byte) (*protocol.OverflowRef, error) {
+// callerOf is whom a parked reply of a request with reqHeader belongs to: its token's
+// `sub` when the host verifies tokens (the primary has checked it already; one that
+// expired since cannot park), else nobody.
+func (o *OverflowHost) callerOf(reqHeader nats.Header) (string, error) {
+	if o.cfg.Tokens == nil {
+		return "", nil
+	}
+	caller, err := o.cfg.Tokens.Verify(reqHeader.Get(protocol.HeaderAuthToken))
+	if err != nil {
+		return "", &protocol.Error{Code: protocol.PayloadTooLarge, Message: parkedBadToken}
+	}
+	return caller, nil
+}
+
+// park hands data to the host actor, which spawns the session holding it, whose it is
+// as of says.
+func (o *OverflowHost) park(ctx context.Context, of sessionOf, data []byte) (*protocol.OverflowRef, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultParkTimeout)
@@ -172,7 +253,7 @@ func (o *OverflowHost) park(ctx context.Context, client string, data []byte) (*p
 	if !o.view.Load().serving || o.actorDone.Err() != nil {
 		return nil, overflowRefused(fmt.Errorf("the overflow host %s is not serving", o.owner))
 	}
-	p := &parkCall{data: data, client: client, done: make(chan parkResult, 1)}
+	p := &parkCall{data: data, of: of, done: make(chan parkResult, 1)}
 	o.tell(p)
 	select {
 	case r := <-p.done:

@@ -28,8 +28,10 @@ type entry struct {
 	op     string
 	meta   json.RawMessage
 	chunk  int
-	client string    // ClientOf the open's reply subject: whose share its bytes are
-	opened time.Time // MaxLifetime counts from here
+	client string         // ClientOf the open's reply subject: whose share its bytes are
+	caller string         // its opener's token `sub` ("" without one): nobody else may touch it
+	codec  protocol.Codec // its opener's: every exchange on it must use it
+	opened time.Time      // MaxLifetime counts from here
 	pid    *actor.PID
 	ctx    context.Context // the handler's; cancelled when the session closes
 
@@ -56,11 +58,17 @@ func (a *hostActor) route(cl *call) {
 		return
 	}
 	e := h.sessions[cl.id]
+	var foreign error
+	if e != nil {
+		foreign = belongs(e, cl)
+	}
 	switch {
 	case e == nil && cl.op == protocol.TransferClose:
 		cl.respond(protocol.Empty{})
 	case e == nil:
 		cl.fail(notFound(cl.id))
+	case foreign != nil:
+		cl.fail(foreign)
 	case cl.op == protocol.TransferClose:
 		a.closeSession(e, "closed by its client")
 		a.publish()
@@ -111,7 +119,7 @@ func (a *hostActor) open(cl *call) {
 		cl.fail(err)
 		return
 	}
-	e, err := a.newSession(ClientOf(cl.msg.Reply), req.Operation, req.Metadata, chunk, nil)
+	e, err := a.newSession(sessionOf{client: ClientOf(cl.msg.Reply), caller: cl.caller, codec: cl.codec}, req.Operation, req.Metadata, chunk, nil)
 	if err != nil {
 		cl.fail(err)
 		return
@@ -126,7 +134,7 @@ func (a *hostActor) park(p *parkCall) {
 		return
 	}
 	chunk := a.h.maxChunk()
-	e, err := a.newSession(p.client, protocol.OverflowReplyOperation, nil, chunk, p.data)
+	e, err := a.newSession(p.of, protocol.OverflowReplyOperation, nil, chunk, p.data)
 	if err != nil {
 		p.answer(parkResult{err: err})
 		return
@@ -141,9 +149,17 @@ func (p *parkCall) answer(r parkResult) {
 	}
 }
 
+// sessionOf is whose a new session is: the client whose budget share it takes, the
+// caller it belongs to and the codec it speaks.
+type sessionOf struct {
+	client, caller string
+	codec          protocol.Codec
+}
+
 // newSession registers a session and spawns its actor. parked, when not nil, is served
 // as the result of a session that is already started.
-func (a *hostActor) newSession(client, op string, meta []byte, chunk int, parked []byte) (*entry, error) {
+func (a *hostActor) newSession(of sessionOf, op string, meta []byte, chunk int, parked []byte) (*entry, error) {
+	client := of.client
 	h := a.h
 	if h.epoch == nil {
 		return nil, protocol.Refused("transfer host %s of engine %s is not serving, so it opened nothing; retry", h.prefix, h.owner)
@@ -154,7 +170,7 @@ func (a *hostActor) newSession(client, op string, meta []byte, chunk int, parked
 	if n := h.perClient[client]; n >= h.cfg.MaxSessionsPerClient {
 		return nil, protocol.Exhausted("this client has %d sessions open on %s, its limit (limits.client_sessions); close one and retry", n, h.prefix)
 	}
-	e := &entry{id: NewSessionID(h.owner), op: op, meta: meta, chunk: chunk, client: client}
+	e := &entry{id: NewSessionID(h.owner), op: op, meta: meta, chunk: chunk, client: client, caller: of.caller, codec: of.codec}
 	if err := a.fits(e, int64(len(parked))); err != nil {
 		return nil, err
 	}

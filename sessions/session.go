@@ -178,7 +178,7 @@ func (s *sessionActor) start(c *actor.Context, cl *call) {
 	}
 	handler := h.cfg.Handlers[e.op]
 	req := cl.req.(*protocol.TransferStartRequest)
-	tr := TransferRequest{SessionID: e.id, Operation: e.op, Metadata: e.meta, Upload: s.joined()}
+	tr := TransferRequest{SessionID: e.id, Operation: e.op, Codec: e.codec, Caller: e.caller, Metadata: e.meta, Upload: s.joined()}
 	eng, self := c.Engine(), c.PID()
 	tr.Reserve = func(ctx context.Context, n int64) error {
 		m := reserveAhead{call: cl, n: n, reply: make(chan error, 1)}
@@ -267,6 +267,8 @@ func (s *sessionActor) read(cl *call) {
 		cl.fail(protocol.Errorf(protocol.Conflict, "transfer session %s is not started; start it before reading", e.id))
 	case req.Sequence != s.nextRead:
 		cl.fail(protocol.Errorf(protocol.Conflict, "transfer session %s: read sequence %d, expected %d", e.id, req.Sequence, s.nextRead))
+	case e.codec == protocol.Protobuf:
+		s.readProto(cl, req.Sequence)
 	case s.finished:
 		cl.fail(protocol.Errorf(protocol.Conflict, "transfer session %s has no chunk %d: its last chunk was %d", e.id, req.Sequence, s.nextRead-1))
 	default:
@@ -277,6 +279,22 @@ func (s *sessionActor) read(cl *call) {
 		s.finished = done
 		cl.respond(protocol.TransferReadReply{Data: s.result[off:end], Sequence: req.Sequence, Done: done})
 	}
+}
+
+// readProto answers a read of a protobuf session as the Python clients read: data
+// pieces (done false, frame_end on the last), then done in a reply of its own, with
+// no data and the sequence asked, which does not advance (so a read repeated there is
+// done again). An empty result is done at once.
+func (s *sessionActor) readProto(cl *call, seq uint64) {
+	off := int64(seq) * int64(s.e.chunk)
+	n := int64(len(s.result))
+	if off >= n {
+		cl.respond(pbRead{sequence: seq, done: true})
+		return
+	}
+	end := min(off+int64(s.e.chunk), n)
+	s.nextRead++
+	cl.respond(pbRead{data: s.result[off:end], sequence: seq, frameEnd: end == n})
 }
 
 // failHeld answers every call the actor holds with err.

@@ -58,7 +58,14 @@ type Handler func(ctx context.Context, req TransferRequest) ([]byte, error)
 type TransferRequest struct {
 	SessionID string
 	Operation string
-	// Metadata is the open request's metadata, as the client sent it.
+	// Codec is the session's: the codec of its open. It says how Metadata is encoded
+	// and which codes the client expects (the protobuf clients' OBJECT_NOT_FOUND where
+	// JSON has NOT_FOUND).
+	Codec protocol.Codec
+	// Caller is who opened the session: its service token's `sub`, "" without one.
+	Caller string
+	// Metadata is the open request's metadata, as the client sent it: a JSON value in
+	// a JSON session, the operation's own protobuf message in a protobuf one.
 	Metadata json.RawMessage
 	// Upload is every chunk written, in sequence order.
 	Upload []byte
@@ -121,6 +128,15 @@ type TransferConfig struct {
 	Clock Clock
 	// Logger receives crashes, failed handlers and failed replies; nil discards.
 	Logger *zap.Logger
+	// Tokens, optional, verifies the service token (Nats-Auth-Token) of every
+	// exchange: with it an exchange of either codec without a valid token is refused
+	// UNAUTHENTICATED having done nothing, and each session belongs to the `sub` of
+	// its opener's token (PERMISSION_DENIED for any other). Without it JSON exchanges
+	// need no token and protobuf ones are refused UNAUTHENTICATED (auth.go).
+	Tokens TokenVerifier
+	// OnNoTokens, optional, is told of every protobuf exchange refused because Tokens
+	// is nil; the engine logs the first one.
+	OnNoTokens func()
 }
 
 // TransferHost serves one transfer prefix (protocol/transfer.go has the wire protocol):

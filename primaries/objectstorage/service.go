@@ -2,13 +2,14 @@ package objectstorage
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/abi-engine/engine/primaries"
+	osv1 "github.com/abi-engine/engine/proto/abi/object_storage/v1"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
 )
@@ -112,8 +113,8 @@ func (h handler) metadata(ctx context.Context, r *protocol.ObjectRequest) (proto
 func Transfers(store Store) map[string]sessions.Handler {
 	reads := make(chan struct{}, maxTransferReads)
 	return map[string]sessions.Handler{
-		protocol.OpTransferPut: func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
-			md, err := decodeMetadata(req.Metadata)
+		protocol.OpTransferPut: inCodec(func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
+			md, err := decodeMetadata(req)
 			if err != nil {
 				return nil, err
 			}
@@ -122,9 +123,9 @@ func Transfers(store Store) map[string]sessions.Handler {
 				content = []byte{}
 			}
 			return nil, store.PutObject(ctx, md.Prefix, md.Key, content)
-		},
-		protocol.OpTransferGet: func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
-			md, err := decodeMetadata(req.Metadata)
+		}),
+		protocol.OpTransferGet: inCodec(func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
+			md, err := decodeMetadata(req)
 			if err != nil {
 				return nil, err
 			}
@@ -144,7 +145,19 @@ func Transfers(store Store) map[string]sessions.Handler {
 				return nil, protocol.Errorf(protocol.DeadlineExceeded, "transfer get of %s/%s waited for its turn to read until its start ended (%v); it read nothing", md.Prefix, md.Key, context.Cause(ctx))
 			}
 			return store.GetObject(ctx, md.Prefix, md.Key)
-		},
+		}),
+	}
+}
+
+// inCodec gives a protobuf session the codes its clients expect: OBJECT_NOT_FOUND
+// for a missing object (pbError).
+func inCodec(h sessions.Handler) sessions.Handler {
+	return func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
+		out, err := h(ctx, req)
+		if err != nil && req.Codec == protocol.Protobuf {
+			err = pbError(err)
+		}
+		return out, err
 	}
 }
 
@@ -156,7 +169,19 @@ func Transfers(store Store) map[string]sessions.Handler {
 // disconnects in 25 s). Two reads at once stay within that.
 const maxTransferReads = 2
 
-func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
+// decodeMetadata names the object of a transfer: a protocol.ObjectTransfer in a JSON
+// session; in a protobuf one a GetObjectRequest without context, whose key may hold
+// "/" as the unary calls' may (SplitKey).
+func decodeMetadata(req sessions.TransferRequest) (protocol.ObjectTransfer, error) {
+	raw := req.Metadata
+	if req.Codec == protocol.Protobuf {
+		var m osv1.GetObjectRequest
+		if err := proto.Unmarshal(raw, &m); err != nil {
+			return protocol.ObjectTransfer{}, protocol.Errorf(protocol.InvalidArgument, "the transfer's metadata is not a protobuf GetObjectRequest naming the object: %v", err)
+		}
+		prefix, key, err := pbName(m.GetPrefix(), m.GetKey())
+		return protocol.ObjectTransfer{Prefix: prefix, Key: key}, err
+	}
 	var md protocol.ObjectTransfer
 	if len(raw) == 0 {
 		return md, protocol.Errorf(protocol.InvalidArgument, `the transfer's metadata must name the object: {"prefix": ..., "key": ...}`)
@@ -172,9 +197,9 @@ func decodeMetadata(raw json.RawMessage) (protocol.ObjectTransfer, error) {
 // engine's lease check (sessions.TransferConfig.LeaseValid); log receives what the host
 // logs (nil discards). Spawn and serve it like any sessions.TransferHost.
 //
-// limits, when given, are the engine's (its limits block): its budget, shared with the
-// overflow host, and its bounds on sessions.
-func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *zap.Logger, limits ...sessions.Limits) (*sessions.TransferHost, error) {
+// limits, when given, are the engine's (its limits block: its budget, shared with the
+// overflow host, and its bounds on sessions) and its token check (sessions.Auth).
+func NewTransferHost(nc *nats.Conn, store Store, owner string, leaseValid func() bool, log *zap.Logger, limits ...sessions.ConfigOption) (*sessions.TransferHost, error) {
 	cfg := sessions.TransferConfig{
 		Prefix:     protocol.TransferPrefix(protocol.ObjectStorage),
 		Owner:      owner,
