@@ -16,6 +16,7 @@ func (e *Engine) sessionLimits() sessions.Limits {
 		MaxSessions:          l.Sessions,
 		MaxSessionsPerClient: l.ClientSessions,
 		MaxSessionBytes:      l.SessionBytes(),
+		MaxRequestBytes:      l.RequestUploadBytes(),
 		IdleTimeout:          l.SessionIdle(),
 		MaxLifetime:          l.SessionMax(),
 	}

@@ -170,6 +170,9 @@ type Limits struct {
 	ClientMemoryMiB int `yaml:"client_memory_mib"`
 	// SessionMemoryMiB bounds one session: the largest object a transfer moves.
 	SessionMemoryMiB int `yaml:"session_memory_mib"`
+	// RequestUploadMiB bounds one overflow upload: the largest request a call may send
+	// through the overflow host (protocol/overflowrequest.go).
+	RequestUploadMiB int `yaml:"request_upload_mib"`
 	// Sessions bounds the sessions open at once per host; ClientSessions per client.
 	Sessions       int `yaml:"sessions"`
 	ClientSessions int `yaml:"client_sessions"`
@@ -193,6 +196,9 @@ func (l Limits) ClientBytes() int64 { return int64(l.ClientMemoryMiB) << 20 }
 
 // SessionBytes is one session's limit in bytes.
 func (l Limits) SessionBytes() int64 { return int64(l.SessionMemoryMiB) << 20 }
+
+// RequestUploadBytes is one overflow upload's limit in bytes.
+func (l Limits) RequestUploadBytes() int64 { return int64(l.RequestUploadMiB) << 20 }
 
 // SessionIdle is the idle expiry of a session.
 func (l Limits) SessionIdle() time.Duration { return seconds(l.SessionIdleSeconds) }
@@ -334,6 +340,7 @@ func Default() *Config {
 			MemoryMiB:          256,
 			ClientMemoryMiB:    64,
 			SessionMemoryMiB:   64,
+			RequestUploadMiB:   256,
 			Sessions:           64,
 			ClientSessions:     8,
 			SessionIdleSeconds: 60,

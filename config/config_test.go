@@ -70,7 +70,7 @@ func TestDefaults(t *testing.T) {
 				HTTP:      HTTP{Listen: "127.0.0.1:8080"},
 				Log:       Log{Level: "info", Format: "auto"},
 				Telemetry: Telemetry{SampleRatio: 1, ServiceName: "abi-engine"},
-				Limits: Limits{MemoryMiB: 256, ClientMemoryMiB: 64, SessionMemoryMiB: 64, Sessions: 64, ClientSessions: 8,
+				Limits: Limits{MemoryMiB: 256, ClientMemoryMiB: 64, SessionMemoryMiB: 64, RequestUploadMiB: 256, Sessions: 64, ClientSessions: 8,
 					SessionIdleSeconds: 60, SessionMaxSeconds: 900},
 			}
 			got := *c

@@ -161,6 +161,10 @@
 // (retryable). limits.client_memory_mib (default 64) is one client's share of it, at
 // most limits.memory_mib, and limits.session_memory_mib (default 64) one session's (the
 // largest object a transfer moves; PAYLOAD_TOO_LARGE beyond), at most the client's share.
+// limits.request_upload_mib (default 256, 1 to limits.memory_mib) bounds one overflow
+// upload, the largest request a protobuf call sends through abi.rpc.overflow
+// (PAYLOAD_TOO_LARGE beyond); it holds budget while it waits, like any session, so the
+// client's share bounds it too.
 // A client is the connection a call comes from. limits.sessions (default 64) bounds the
 // sessions open at once, 1 to 4096, and limits.client_sessions (default 8) one client's,
 // 1 to limits.sessions. limits.session_idle_seconds (default 60) closes a session no call

@@ -161,6 +161,9 @@ func (c *Config) checkLimits(issues []Issue) []Issue {
 	if l.SessionMemoryMiB < 1 || l.SessionMemoryMiB > l.ClientMemoryMiB {
 		bad(keyLimitsSession, itoa(l.SessionMemoryMiB), "must be a whole number of MiB from 1 to limits.client_memory_mib ("+itoa(l.ClientMemoryMiB)+")")
 	}
+	if l.RequestUploadMiB < 1 || l.RequestUploadMiB > l.MemoryMiB {
+		bad(keyLimitsRequest, itoa(l.RequestUploadMiB), "must be a whole number of MiB from 1 to limits.memory_mib ("+itoa(l.MemoryMiB)+")")
+	}
 	if l.Sessions < 1 || l.Sessions > 4096 {
 		bad(keyLimitsSessions, itoa(l.Sessions), "must be a whole number from 1 to 4096")
 	}

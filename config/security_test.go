@@ -128,6 +128,8 @@ func TestLimitsRules(t *testing.T) {
 		{"limits: {memory_mib: 8}\n", "limits.memory_mib"},
 		{"limits: {client_memory_mib: 300}\n", "limits.client_memory_mib"},
 		{"limits: {session_memory_mib: 65}\n", "limits.session_memory_mib"},
+		{"limits: {request_upload_mib: 0}\n", "limits.request_upload_mib"},
+		{"limits: {request_upload_mib: 257}\n", "limits.request_upload_mib"},
 		{"limits: {sessions: 0}\n", "limits.sessions"},
 		{"limits: {client_sessions: 65}\n", "limits.client_sessions"},
 		{"limits: {session_idle_seconds: 0}\n", "limits.session_idle_seconds"},

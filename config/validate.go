@@ -132,6 +132,7 @@ const (
 	keyLimitsMemory    = "limits.memory_mib"
 	keyLimitsClient    = "limits.client_memory_mib"
 	keyLimitsSession   = "limits.session_memory_mib"
+	keyLimitsRequest   = "limits.request_upload_mib"
 	keyLimitsSessions  = "limits.sessions"
 	keyLimitsClientSes = "limits.client_sessions"
 	keyLimitsIdle      = "limits.session_idle_seconds"

@@ -22,21 +22,23 @@ const (
 )
 
 // authenticate refuses a call without a valid token (Config.Tokens), or a protobuf
-// call to an engine that cannot verify tokens; nil lets it run. A JSON call to an
-// engine without a secret pays nothing here.
-func (p *Primary) authenticate(j job) *protocol.Error {
+// call to an engine that cannot verify tokens; nil lets it run, and caller is the
+// token's sub ("" without Tokens). A JSON call to an engine without a secret pays
+// nothing here.
+func (p *Primary) authenticate(j job) (caller string, _ *protocol.Error) {
 	if p.cfg.Tokens == nil {
 		if j.pb == nil {
-			return nil
+			return "", nil
 		}
 		if p.cfg.OnNoTokens != nil {
 			p.cfg.OnNoTokens()
 		}
-		return &protocol.Error{Code: protocol.Unauthenticated, Message: noSecret}
+		return "", &protocol.Error{Code: protocol.Unauthenticated, Message: noSecret}
 	}
 	token := micro.Headers(j.req.Headers()).Get(protocol.HeaderAuthToken)
-	if _, err := p.cfg.Tokens.Verify(token); err != nil {
-		return &protocol.Error{Code: protocol.Unauthenticated, Message: invalidToken}
+	caller, err := p.cfg.Tokens.Verify(token)
+	if err != nil {
+		return "", &protocol.Error{Code: protocol.Unauthenticated, Message: invalidToken}
 	}
-	return nil
+	return caller, nil
 }

@@ -92,8 +92,12 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		r.calls.add()
 		j := job{name: name, op: op, req: req, observe: observe, inline: inline}
-		if pb != nil && !protocol.IsJSON(req.Data()) {
+		if pb != nil && (!protocol.IsJSON(req.Data()) || uploaded(req)) {
 			j.op, j.pb = pb.Run, pb
+			if j.inline != nil && uploaded(req) {
+				// Its request is read over NATS first: never on micro's callback.
+				j.inline = nil
+			}
 		}
 		if observe != nil {
 			j.received = time.Now()
@@ -186,7 +190,8 @@ func (p *Primary) serve(r *run, j job) {
 	if p.cfg.Tracer != nil {
 		ctx, j.span = p.cfg.Tracer.StartCall(ctx, p.svc.Name, j.name, nats.Header(j.req.Headers()), j.req.Data())
 	}
-	if e := p.authenticate(j); e != nil {
+	caller, e := p.authenticate(j)
+	if e != nil {
 		p.fail(r, j, true, e)
 		return
 	}
@@ -198,9 +203,16 @@ func (p *Primary) serve(r *run, j job) {
 		p.refuse(r, j, true)
 		return
 	}
-	ctx = failpoint.Stall(p.cfg.Failpoints, ctx, j.req.Data()) // stall-before-write
+	data := j.req.Data()
+	if j.pb != nil && uploaded(j.req) {
+		if data, e = p.readUpload(ctx, j, caller); e != nil {
+			p.fail(r, j, true, e)
+			return
+		}
+	}
+	ctx = failpoint.Stall(p.cfg.Failpoints, ctx, data) // stall-before-write
 	p.running.Add(1)
-	out, err := p.call(ctx, j.name, j.op, j.req.Data())
+	out, err := p.call(ctx, j.name, j.op, data)
 	p.running.Add(-1)
 	if err != nil {
 		p.fail(r, j, true, wireError(r.ctx, err))

@@ -38,6 +38,10 @@ type Config struct {
 	// Overflow, optional, parks replies too large for one message (the engine's
 	// sessions.OverflowHost). Without it such a reply is PAYLOAD_TOO_LARGE.
 	Overflow Overflow
+	// Uploads, optional, reads the request of a protobuf call that names an overflow
+	// upload (protocol.HeaderOverflowRequest): the engine's sessions.OverflowHost.
+	// Without it such a call is refused UNAVAILABLE.
+	Uploads Uploads
 	// Fence, optional, is the service's shared backend as it takes the epoch (the
 	// JetStream and PostgreSQL backends; nil for local ones and for services without a
 	// backend): the serve step adopts the epoch of actors.Serve in it before it

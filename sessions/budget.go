@@ -159,8 +159,10 @@ type Limits struct {
 	MaxSessions          int
 	MaxSessionsPerClient int
 	MaxSessionBytes      int64
-	IdleTimeout          time.Duration
-	MaxLifetime          time.Duration
+	// MaxRequestBytes bounds one overflow upload (OverflowConfig.MaxRequestBytes).
+	MaxRequestBytes int64
+	IdleTimeout     time.Duration
+	MaxLifetime     time.Duration
 }
 
 // Apply sets l on cfg, leaving what l does not set.

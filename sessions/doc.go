@@ -50,6 +50,14 @@
 // and performs steps 5 and 6 on protocol.OverflowPrefix. Without the header the reply is
 // PAYLOAD_TOO_LARGE.
 //
+// A request too large for one message goes the other way (protocol/overflowrequest.go):
+// the client opens an upload (operation "request") on the overflow host and writes it,
+// then calls with an empty body naming it. The primary serving the call asks its
+// OverflowHost.ReadRequest, which takes an upload of its own engine's from its session
+// actor (checking it is the caller's), or fetches one held by another engine with start,
+// reads and close on that engine's owner-scoped subjects, forwarding the caller's token.
+// Either way the upload is closed once read.
+//
 // # Handover
 //
 //  1. StopAccepting: the host ends P.open at the broker with StopDelivery and returns

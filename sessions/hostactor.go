@@ -114,6 +114,8 @@ func (a *hostActor) handle(msg any, sender *actor.PID) {
 		a.reserve(m)
 	case *parkCall:
 		a.park(m)
+	case *takeUpload:
+		a.takeUpload(m)
 	case reapTick:
 		a.reap()
 	case endSession:
@@ -188,6 +190,8 @@ func (a *hostActor) Restart(c *actor.Context) {
 		m.fail(crash)
 	case *parkCall:
 		m.answer(parkResult{err: crash})
+	case *takeUpload:
+		m.answer(takeResult{err: crash})
 	case reserve:
 		if m.ends {
 			m.call.fail(crash)

@@ -29,6 +29,10 @@ type OverflowConfig struct {
 	// MaxReplyBytes is the largest reply that is parked; a larger one is answered
 	// PAYLOAD_TOO_LARGE.
 	MaxReplyBytes int64
+	// MaxRequestBytes bounds one overflow upload (a request too large for one
+	// message); 0 is protocol.DefaultMaxOverflowRequestBytes. The budget bounds what
+	// every upload and parked reply hold together.
+	MaxRequestBytes int64
 	// MaxSessionsPerClient bounds the parked replies of one client.
 	MaxSessionsPerClient int
 	// Budget is TransferConfig.Budget: the engine shares one between its hosts.
@@ -54,11 +58,14 @@ type OverflowConfig struct {
 	OnNoTokens func()
 }
 
-// OverflowHost parks replies too large for one NATS message (as the Python engine parks them). It is
-// a TransferHost on protocol.OverflowPrefix whose sessions are created by the engine
-// (never opened by a client): each parked reply is a download that is already started,
-// which its caller reads and closes on the owner-scoped subjects. It is a Host like any
-// other, and the reason WaitForSessions runs two rounds.
+// OverflowHost parks replies too large for one NATS message (as the Python engine parks them), and
+// holds requests too large for one (upload.go, fetch.go). It is a TransferHost on
+// protocol.OverflowPrefix: each parked reply is a session created by the engine, a
+// download that is already started, which its caller reads and closes on the
+// owner-scoped subjects; each upload is a session a client opens with operation
+// protocol.OverflowRequestOperation and writes, which the engine serving its call takes
+// or fetches. It is a Host like any other, and the reason WaitForSessions runs two
+// rounds.
 //
 // One OverflowHost serves every ServicePrimary of an engine. Spawn it and Serve it like
 // a TransferHost.
@@ -71,6 +78,7 @@ func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
 	tc := TransferConfig{
 		Prefix:               protocol.OverflowPrefix,
 		Owner:                cfg.Owner,
+		Handlers:             map[string]Handler{protocol.OverflowRequestOperation: uploadHandler},
 		MaxSessions:          cfg.MaxSessions,
 		MaxSessionsPerClient: cfg.MaxSessionsPerClient,
 		MaxSessionBytes:      cfg.MaxReplyBytes,
@@ -85,10 +93,15 @@ func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
 		OnNoTokens:           cfg.OnNoTokens,
 	}
 	cfg.Limits.Apply(&tc)
+	maxRequest := or(or(cfg.Limits.MaxRequestBytes, cfg.MaxRequestBytes), protocol.DefaultMaxOverflowRequestBytes)
+	if maxRequest < 0 {
+		return nil, fmt.Errorf("overflow host: max request bytes %d is negative", maxRequest)
+	}
 	h, err := NewTransferHost(nc, tc)
 	if err != nil {
 		return nil, err
 	}
+	h.opLimits = map[string]int64{protocol.OverflowRequestOperation: maxRequest}
 	return &OverflowHost{TransferHost: h}, nil
 }
 

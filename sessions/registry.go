@@ -102,6 +102,10 @@ func (a *hostActor) open(cl *call) {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer operation %q is not served on %s (served: %s)", req.Operation, h.prefix, h.operations()))
 		return
 	}
+	if err := uploadCodec(req.Operation, cl.codec); err != nil {
+		cl.fail(err)
+		return
+	}
 	if len(req.Metadata) > protocol.MaxTransferMetadataBytes {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer metadata of %d bytes is above the limit of %d", len(req.Metadata), protocol.MaxTransferMetadataBytes))
 		return
@@ -110,8 +114,8 @@ func (a *hostActor) open(cl *call) {
 		cl.fail(protocol.Errorf(protocol.InvalidArgument, "transfer size %d is negative", req.Size))
 		return
 	}
-	if req.Size > h.cfg.MaxSessionBytes {
-		cl.fail(protocol.Errorf(protocol.PayloadTooLarge, "transfer of %d bytes is above the limit of %d per session", req.Size, h.cfg.MaxSessionBytes))
+	if limit, key := h.uploadLimit(req.Operation); req.Size > limit {
+		cl.fail(protocol.Errorf(protocol.PayloadTooLarge, "transfer of %d bytes is above the limit of %d per session (%s)", req.Size, limit, key))
 		return
 	}
 	chunk, err := h.negotiate(req.ChunkBytes)
@@ -250,8 +254,8 @@ func (a *hostActor) reserve(m reserve) {
 // when it may: take must follow (or give, if the session is not registered after all).
 func (a *hostActor) fits(e *entry, n int64) error {
 	h := a.h
-	if e.bytes+n > h.cfg.MaxSessionBytes {
-		return protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s would hold %d bytes, above the limit of %d per session (limits.session_memory_mib)", e.id, e.bytes+n, h.cfg.MaxSessionBytes)
+	if limit, key := h.uploadLimit(e.op); e.bytes+n > limit {
+		return protocol.Errorf(protocol.PayloadTooLarge, "transfer session %s would hold %d bytes, above the limit of %d per session (%s)", e.id, e.bytes+n, limit, key)
 	}
 	return h.cfg.Budget.take(e.client, n)
 }

@@ -67,6 +67,8 @@ func (s *sessionActor) Receive(c *actor.Context) {
 		s.reserveAhead(m)
 	case startDone:
 		s.startDone(m)
+	case *takeUpload:
+		s.takeUpload(m)
 	}
 }
 
@@ -338,6 +340,8 @@ func (s *sessionActor) Restart(c *actor.Context) {
 		m.call.fail(crash)
 	case reserveAhead:
 		m.reply <- crash
+	case *takeUpload:
+		m.answer(takeResult{err: crash})
 	}
 	s.failHeld(notFound(s.e.id))
 	*s = sessionActor{h: s.h, e: s.e, lost: true}

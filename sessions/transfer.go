@@ -189,6 +189,8 @@ type TransferHost struct {
 	steps *group // the broker steps, the drain waits, the final stop
 	work  *group // the reaper and the handlers; shut from Stop to Serve
 
+	opLimits map[string]int64 // what one session of these operations may hold, instead of MaxSessionBytes; set once at construction
+
 	afterReap func(now time.Time) // tests: called by the host actor after each reap pass, with the time it judged
 }
 
