@@ -28,6 +28,9 @@ func TestPythonTransportContract(t *testing.T) {
 	t.Run("b_kv_misses", f.kvMisses)
 	t.Run("c_auth", f.auth)
 	t.Run("d_object_unary", f.objectUnary)
+	t.Run("e_object_transfers", f.objectTransfers)
+	t.Run("f_overflow_reply", f.overflowReply)
+	t.Run("g_overflow_request", f.overflowRequest)
 	t.Run("h_codec_coexistence", f.codecCoexistence)
 	t.Run("i_srv_info", f.srvInfo)
 }
