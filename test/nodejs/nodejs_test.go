@@ -46,7 +46,7 @@ func TestNodeClient(t *testing.T) {
 	}
 	secret := []byte("nodejs-smoke-secret-0123456789abcdef")
 	srv := natstest.Start(t, natstest.WithMaxPayload(64<<10))
-	sdkemu.StartEngine(t, srv.URL(), secret)
+	sdkemu.StartEngine(t, sdkemu.BuildEngine(t), srv.URL(), secret, sdkemu.EngineConfig{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

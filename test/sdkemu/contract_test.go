@@ -52,7 +52,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{secret: []byte("sdkemu-contract-secret-0123456789abcdef")}
 	f.srv = natstest.Start(t, natstest.WithMaxPayload(maxPayload))
-	f.engine = sdkemu.StartEngine(t, f.srv.URL(), f.secret)
+	f.engine = sdkemu.StartEngine(t, sdkemu.BuildEngine(t), f.srv.URL(), f.secret, sdkemu.EngineConfig{})
 	f.nc = natstest.Connect(t, f.srv.URL())
 	f.sdk = sdkemu.New(f.nc, sdkemu.Static(f.token(t, f.secret, "sdk-ci", time.Now())), 10*time.Second)
 	f.other = sdkemu.New(natstest.Connect(t, f.srv.URL()), sdkemu.Static(f.token(t, f.secret, "other", time.Now())), 10*time.Second)
