@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/test/sdkemu"
 )
 
@@ -46,7 +47,7 @@ func TestNodeClient(t *testing.T) {
 	}
 	secret := []byte("nodejs-smoke-secret-0123456789abcdef")
 	srv := natstest.Start(t, natstest.WithMaxPayload(64<<10))
-	sdkemu.StartEngine(t, sdkemu.BuildEngine(t), srv.URL(), secret, sdkemu.EngineConfig{})
+	engine := sdkemu.StartEngine(t, sdkemu.BuildEngine(t), srv.URL(), secret, sdkemu.EngineConfig{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -61,4 +62,9 @@ func TestNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Node.js client failed: %v", err)
 	}
+	// Every session the script opened (transfers, parked replies) it closed.
+	testwait.For(t, 20*time.Second, "the engine to hold no session after the script", func() bool {
+		n, err := engine.Gauge("abi_engine_open_sessions")
+		return err == nil && n == 0
+	})
 }
