@@ -28,6 +28,11 @@ package protocol
 //	PAYLOAD_TOO_LARGE   a chunk above the negotiated size, a session above its byte limit
 //	RESOURCE_EXHAUSTED  too many open sessions, the host's byte budget is spent
 //	UNAVAILABLE         the host is stopping (retryable: an open that ran nothing)
+//	UNAUTHENTICATED     no valid service token, on an engine that verifies them
+//	PERMISSION_DENIED   a session of another caller (another token's sub)
+//
+// The same exchanges speak protobuf (abi.transfer.v1) in sessions opened in protobuf
+// (docs/protocol.md 5.5).
 
 import (
 	"encoding/json"

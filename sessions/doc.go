@@ -41,6 +41,23 @@
 // Every reply carries Abi-Engine-Instance: <owner>; errors are protocol.Envelope with
 // the headers of docs/design.md §4.3.
 //
+// # Codecs and callers
+//
+// The same exchanges also speak protobuf (package abi.transfer.v1, the Python
+// clients'; codec.go): a session speaks the codec of its open (protocol.IsJSON on the
+// open's body) or, a parked reply, of the call that parked it, and a request in the
+// other codec is INVALID_ARGUMENT. Protobuf requests are decoded into the JSON
+// protocol's request types, so the actors run one protocol; replies are encoded back
+// in the call's codec, errors in the response's field 15 with Abi-Error-Code. A
+// protobuf read answers done in a reply of its own after the last data (the Python
+// clients drop data that comes with done), at the sequence asked, without advancing.
+//
+// With TransferConfig.Tokens every exchange must carry a valid Nats-Auth-Token
+// (UNAUTHENTICATED otherwise, checked in the NATS callback before anything else), and
+// a session belongs to the `sub` of its opener's token: the host actor answers an
+// exchange from another caller PERMISSION_DENIED before the session sees it (auth.go).
+// Without Tokens, protobuf exchanges are refused and JSON sessions belong to nobody.
+//
 // # Overflow
 //
 // A ServicePrimary answers through OverflowHost.Reply. A reply that does not fit the
@@ -48,7 +65,8 @@
 // when the request carried Abi-Overflow: 1; the caller receives a
 // protocol.OverflowEnvelope (and the Abi-Overflow-Reply and Abi-Overflow-Size headers)
 // and performs steps 5 and 6 on protocol.OverflowPrefix. Without the header the reply is
-// PAYLOAD_TOO_LARGE.
+// PAYLOAD_TOO_LARGE. A protobuf call is answered through ReplyProtobuf: the notice is
+// an empty body with those two headers only, and its reads speak protobuf.
 //
 // A request too large for one message goes the other way (protocol/overflowrequest.go):
 // the client opens an upload (operation "request") on the overflow host and writes it,

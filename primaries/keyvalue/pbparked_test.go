@@ -161,3 +161,48 @@ func TestProtobufParkedReply(t *testing.T) {
 		t.Errorf("the overflow host holds %d sessions after the close", n)
 	}
 }
+
+// TestJSONParkedReplyBelongsToItsCaller: a JSON reply parked for a caller with a
+// token is that caller's: another token's read is PERMISSION_DENIED; the caller reads
+// and closes it as before.
+func TestJSONParkedReplyBelongsToItsCaller(t *testing.T) {
+	srv := natstest.Start(t, natstest.WithMaxPayload(64<<10))
+	o := overflowHost(t, srv)
+	store := memory.New()
+	nc := serveServiceOn(t, srv, keyvalue.Service(store), withTokens(t), func(c *primaries.Config) { c.Overflow = o })
+	if err := store.Set(context.Background(), "big", bytes.Repeat([]byte{'j'}, 100<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	jsonReq := func(subject, token string, body string) *nats.Msg {
+		t.Helper()
+		m := nats.NewMsg(subject)
+		m.Data = []byte(body)
+		m.Header.Set(protocol.HeaderAuthToken, token)
+		m.Header.Set(protocol.HeaderOverflow, "1")
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		r, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	alice, bob := mint(t, testSecret, "alice", time.Now()), mint(t, testSecret, "bob", time.Now())
+	notice := jsonReq(protocol.ServiceSubject(protocol.KeyValue, protocol.OpGet), alice, `{"key":"big"}`)
+	id := notice.Header.Get(protocol.HeaderOverflowReply)
+	owner, _, err := sessions.ParseSessionID(id)
+	if err != nil {
+		t.Fatalf("notice %.200s %v: %v", notice.Data, notice.Header, err)
+	}
+	read := sessions.OwnerSubject(protocol.OverflowPrefix, owner, protocol.TransferRead)
+	if r := jsonReq(read, bob, `{"id":"`+id+`","sequence":0}`); r.Header.Get(protocol.HeaderErrorCode) != string(protocol.PermissionDenied) {
+		t.Errorf("bob's read of alice's parked reply: %d bytes, headers %v; want PERMISSION_DENIED", len(r.Data), r.Header)
+	}
+	if r := jsonReq(read, alice, `{"id":"`+id+`","sequence":0}`); r.Header.Get(protocol.HeaderErrorCode) != "" {
+		t.Errorf("alice's read: %.200s", r.Data)
+	}
+	jsonReq(sessions.OwnerSubject(protocol.OverflowPrefix, owner, protocol.TransferClose), alice, `{"id":"`+id+`"}`)
+	if n := o.Sessions(); n != 0 {
+		t.Errorf("%d parked replies left", n)
+	}
+}

@@ -410,3 +410,64 @@ func TestProtobufTransferWithoutSecret(t *testing.T) {
 		t.Errorf("%d sessions open", n)
 	}
 }
+
+// TestJSONTransferBelongsToItsCaller: with a secret, JSON transfers need a token too
+// (as every JSON call to a primary does), and a JSON session belongs to its opener's
+// `sub` like a protobuf one.
+func TestJSONTransferBelongsToItsCaller(t *testing.T) {
+	srv := natstest.Start(t)
+	store := memory.New()
+	h := pbTransfers(t, srv, store, true)
+	base := pbXfer{t: t, nc: natstest.Connect(t, srv.URL())}
+	alice, bob := base.as("alice"), base.as("bob")
+	var openedID string
+	jsonCall := func(x pbXfer, op, id string, req any) *protocol.Error {
+		t.Helper()
+		body, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := x.raw(op, id, body)
+		var env protocol.Envelope
+		if err := json.Unmarshal(r.Data, &env); err != nil {
+			t.Fatalf("%s: reply %s: %v", op, r.Data, err)
+		}
+		if env.Error == nil && op == protocol.TransferOpen {
+			var open protocol.TransferOpenReply
+			if err := json.Unmarshal(r.Data, &open); err != nil || open.ID == "" {
+				t.Fatalf("open: %s, %v", r.Data, err)
+			}
+			openedID = open.ID
+		}
+		return env.Error
+	}
+	meta := json.RawMessage(`{"prefix":"p","key":"j"}`)
+	if e := jsonCall(base, protocol.TransferOpen, "", protocol.TransferOpenRequest{Operation: protocol.OpTransferPut, Metadata: meta}); e == nil || e.Code != protocol.Unauthenticated {
+		t.Fatalf("a JSON open without a token: %v, want UNAUTHENTICATED", e)
+	}
+	if n := h.Sessions(); n != 0 {
+		t.Fatalf("%d sessions open after a refused open", n)
+	}
+	if e := jsonCall(alice, protocol.TransferOpen, "", protocol.TransferOpenRequest{Operation: protocol.OpTransferPut, Metadata: meta}); e != nil {
+		t.Fatalf("alice's JSON open: %v", e)
+	}
+	id := openedID
+	if e := jsonCall(bob, protocol.TransferWrite, id, protocol.TransferWriteRequest{ID: id, Data: []byte("bob")}); e == nil || e.Code != protocol.PermissionDenied {
+		t.Errorf("bob's JSON write: %v, want PERMISSION_DENIED", e)
+	}
+	if e := jsonCall(bob, protocol.TransferClose, id, protocol.TransferCloseRequest{ID: id}); e == nil || e.Code != protocol.PermissionDenied {
+		t.Errorf("bob's JSON close: %v, want PERMISSION_DENIED", e)
+	}
+	if e := jsonCall(alice, protocol.TransferWrite, id, protocol.TransferWriteRequest{ID: id, Data: []byte("alice")}); e != nil {
+		t.Fatalf("alice's first write: %v", e)
+	}
+	if e := jsonCall(alice, protocol.TransferStart, id, protocol.TransferStartRequest{ID: id}); e != nil {
+		t.Fatalf("alice's start: %v", e)
+	}
+	if e := jsonCall(alice, protocol.TransferClose, id, protocol.TransferCloseRequest{ID: id}); e != nil {
+		t.Fatalf("alice's close: %v", e)
+	}
+	if got, _ := store.GetObject(t.Context(), "p", "j"); string(got) != "alice" {
+		t.Errorf("stored %q, want alice's bytes only", got)
+	}
+}

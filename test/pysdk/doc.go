@@ -6,7 +6,10 @@
 // The test makes a virtual environment outside the work tree (the user cache
 // directory, keyed by the requirements' hash, so later runs reuse it), installs the
 // requirements with --require-hashes, builds abi-engine and starts it on loopback with
-// a service token secret, and runs test_sdk.py. pytest's report is the Go test's
+// a service token secret, its keyvalue store (a bbolt file) seeded with a value three
+// times the broker's max payload, which only a parked reply can return, and runs
+// test_sdk.py. The Python checks read the engine's /metrics to tell what the engine
+// served: a transfer rather than the SDK's unary fallback, no session left open. pytest's report is the Go test's
 // output; its result is the Go test's result.
 //
 // Without Python 3.10 or later, or when the packages cannot be installed, the test

@@ -24,6 +24,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/primaries/keyvalue/bbolt"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
 	discoveryv1 "github.com/abi-engine/engine/proto/abi/discovery/v1"
 	keyvaluev1 "github.com/abi-engine/engine/proto/abi/keyvalue/v1"
@@ -143,17 +144,22 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := freePort(t)
+	// The key-value file holds, before the engine starts, a value larger than the
+	// broker's max payload, which only a parked reply can return: this package's set
+	// would need a request upload (abi.rpc.overflow, operation request).
+	kvFile := filepath.Join(dir, "kv.db")
+	seedBigValue(t, kvFile)
 	cfg := fmt.Sprintf(`nats:
   url: %q
   jwt_secret_file: %q
   engine: {role: serve, lease_seconds: 2}
   discovery: {project: pysdk, lease_seconds: 5}
 services:
-  keyvalue: {adapter: memory}
+  keyvalue: {adapter: bbolt, path: %q}
   object_storage: {adapter: memory}
 http: {listen: "127.0.0.1:%d"}
 log: {level: info, format: json}
-`, srv.URL(), secretFile, port)
+`, srv.URL(), secretFile, kvFile, port)
 	cfgFile := filepath.Join(dir, "abi-engine.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -196,12 +202,35 @@ log: {level: info, format: json}
 		"ABI_TEST_TOKEN_EXPIRED="+mint(secret, "sdk-ci", now.Add(-2*time.Hour)),
 		"ABI_TEST_TOKEN_API="+mint(secret, "api", now),
 		"ABI_TEST_DESCRIPTORS="+descriptors,
+		fmt.Sprintf("ABI_TEST_METRICS=http://127.0.0.1:%d/metrics", port),
+		"ABI_TEST_BIG_KEY="+bigKey,
+		fmt.Sprintf("ABI_TEST_BIG_SIZE=%d", bigSize),
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
 	out, err := pytest.CombinedOutput()
 	t.Logf("--- pytest (%s):\n%s", py, out)
 	if err != nil {
 		t.Fatalf("pytest with the Python SDK failed: %v", err)
+	}
+}
+
+// The value seedBigValue stores: bigSize bytes of "0123456789abcdef" repeated, three
+// times the broker's default max payload of 1 MiB.
+const (
+	bigKey  = "pysdk-parked"
+	bigSize = 3 << 20
+)
+
+// seedBigValue writes the big value into the bbolt file at path.
+func seedBigValue(t *testing.T, path string) {
+	t.Helper()
+	store, err := bbolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Set(context.Background(), bigKey, bytes.Repeat([]byte("0123456789abcdef"), bigSize/16), 0); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -9,7 +9,10 @@ exception classes) or the Python engine's contract that abi-engine reproduces.""
 import asyncio
 import importlib
 import importlib.metadata as md
+import io
 import os
+import re
+import urllib.request
 
 import pytest
 from naas_abi_proto.keyvalue.v1 import keyvalue_pb2 as kv
@@ -22,6 +25,7 @@ from naas_abi_sdk.transport import RPCError
 
 URL = os.environ["ABI_NATS_URL"]
 TOKEN = os.environ["ABI_TEST_TOKEN"]
+METRICS = os.environ["ABI_TEST_METRICS"]
 
 
 def run(coro):
@@ -276,5 +280,101 @@ def test_objects_small():
         assert e.value.code == "OBJECT_NOT_FOUND"
         with pytest.raises(ObjectNotFound):
             await s.list_objects("pysdk-nothing-here")
+
+    run(with_client(TOKEN, body))
+
+
+def metric(name, **labels):
+    """The sum of the engine's /metrics samples of name whose labels include labels:
+    what the engine itself says it served."""
+    text = urllib.request.urlopen(METRICS, timeout=5).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        if series != name and not series.startswith(name + "{"):
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', series))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def unary(operation):
+    return metric("abi_engine_requests_total", service="object_storage", operation=operation)
+
+
+def test_objects_through_transfers():
+    """Objects of 2 B, 300 KB, 3 MiB and 40 MiB put and got back through the facade.
+    Its get_object is always a transfer (open, start, reads until done, close) and
+    falls back to the unary get_object only when the open has no responders, after
+    its ~5 s retry window (SDK services/object_storage.py): the engine's own count of
+    unary get_object calls staying put shows every get was served as a transfer.
+    Puts above 64 KiB are transfers too: only the 2 B one reaches the unary put."""
+    sizes = {"two": 2, "300k": 300_000, "3mib": 3 << 20, "40mib": 40 << 20}
+
+    async def body(client):
+        s = ObjectStorageService(client.object_storage)
+        gets, puts = unary("get_object"), unary("put_object")
+        for name, n in sizes.items():
+            content = os.urandom(n)
+            await s.put_object("pysdk-xfer", name, content)
+            got = await s.get_object("pysdk-xfer", name)
+            assert len(got) == n and got == content, name
+        assert unary("get_object") == gets, "a get fell back to the unary call: the transfer open went unanswered"
+        assert unary("put_object") == puts + 1, "only the 2-byte put is unary"
+        assert metric("abi_engine_open_sessions") == 0
+
+    run(with_client(TOKEN, body))
+
+
+def test_empty_object_through_a_transfer():
+    """A transfer put with no writes stores an empty object (the SDK writes nothing
+    for an empty stream), and its transfer get is done at the first read."""
+
+    async def body(client):
+        s = ObjectStorageService(client.object_storage)
+        gets = unary("get_object")
+        await s.put_object_stream("pysdk-xfer", "empty", io.BytesIO(b""))
+        assert await s.get_object("pysdk-xfer", "empty") == b""
+        meta = await s.get_object_metadata("pysdk-xfer", "empty")
+        assert meta.file_size_bytes == 0
+        with pytest.raises(ObjectNotFound) as e:
+            await s.get_object("pysdk-xfer", "missing")
+        assert e.value.code == "OBJECT_NOT_FOUND"
+        assert unary("get_object") == gets
+        assert metric("abi_engine_open_sessions") == 0
+
+    run(with_client(TOKEN, body))
+
+
+def test_stream_left_early():
+    """A get stream left after 7 bytes of 3 MiB: the SDK closes the transfer as the
+    context ends, and the engine then holds no session (its /metrics gauge)."""
+
+    async def body(client):
+        s = ObjectStorageService(client.object_storage)
+        content = os.urandom(3 << 20)
+        await s.put_object("pysdk-xfer", "early", content)
+        async with s.get_object_stream("pysdk-xfer", "early") as reader:
+            assert await reader.read(7) == content[:7]
+        assert metric("abi_engine_open_sessions") == 0
+
+    run(with_client(TOKEN, body))
+
+
+def test_keyvalue_parked_reply():
+    """A kv get whose reply (3 MiB) is above the broker's max payload (1 MiB): the
+    engine parks it and answers with an empty body and the two overflow headers; the
+    SDK reads it without a start on abi.rpc.overflow.<owner>.read until done, checks
+    the announced size, closes it and decodes it (SDK overflow.py). The value was
+    stored before the engine started (pysdk_test.go)."""
+    key, size = os.environ["ABI_TEST_BIG_KEY"], int(os.environ["ABI_TEST_BIG_SIZE"])
+
+    async def body(client):
+        got = await KeyValueService(client.keyvalue).get(key)
+        assert len(got) == size and got == b"0123456789abcdef" * (size // 16)
+        assert metric("abi_engine_open_sessions") == 0
 
     run(with_client(TOKEN, body))
