@@ -56,6 +56,13 @@
 //     "put"; GetObject falls back to the transfer operation "get" when the engine
 //     answers PAYLOAD_TOO_LARGE, and DownloadObject uses it directly.
 //
+// A keyvalue set whose request does not fit one message has no such way: request
+// overflow (an upload on abi.rpc.overflow named by Abi-Overflow-Request) is a feature
+// of the engine's protobuf protocol, which the Python clients speak, and this package
+// speaks JSON. Such a set fails before it is sent, PAYLOAD_TOO_LARGE "the request
+// exceeds the broker's max payload"; keep values below the max payload, or store them
+// as objects.
+//
 // During a handover a transfer behaves like any call: the open is resent until the next
 // engine takes it. The session's own calls (write, start, read, close) go to the engine
 // that opened it and fail at once when it is gone, as do the reads of a parked reply;

@@ -55,6 +55,10 @@ func (o *OverflowHost) take(ctx context.Context, id, caller string) ([]byte, err
 	if o.actorDone.Err() != nil || o.ref.Load() == nil {
 		return nil, protocol.Refused("the overflow host %s is not running, so the call ran nothing; retry", o.owner)
 	}
+	// The host actor answers every take, but a call must not outwait a host that is
+	// too busy to: the bound is a fetch's.
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
 	t := &takeUpload{id: id, caller: caller, done: make(chan takeResult, 1)}
 	o.tell(t)
 	select {

@@ -71,9 +71,12 @@ func TestOverflowReplies(t *testing.T) {
 		t.Fatalf("%d parked replies left", o.Sessions())
 	}
 
-	// Nobody can open a session on the overflow host.
-	if _, err := c.open("reply", nil, 0); err != nats.ErrNoResponders {
-		t.Fatalf("open on the overflow host: %v, want no responders", err)
+	// Nobody can open a parked reply: the only operation a client opens on the
+	// overflow host is an upload (operation request).
+	_, err = c.open(protocol.OverflowReplyOperation, nil, 0)
+	wantCode(t, err, protocol.InvalidArgument)
+	if o.Sessions() != 0 {
+		t.Fatalf("%d sessions after a refused open", o.Sessions())
 	}
 }
 

@@ -88,7 +88,7 @@ type TransferConfig struct {
 	// Owner is the engine's instance id; empty takes NewOwnerID().
 	Owner string
 	// Handlers maps each operation clients may open to what runs at its start. A host
-	// without handlers (the overflow host) does not subscribe to <prefix>.open.
+	// without handlers does not subscribe to <prefix>.open.
 	Handlers map[string]Handler
 	// LeaseValid reports, with one atomic load, whether the engine's last successful
 	// lease renewal was sent less than lease/2 ago, as primaries.Config.LeaseValid does

@@ -38,6 +38,7 @@ type uploadRig struct {
 
 type rigOptions struct {
 	serveA, serveB bool
+	inline         bool // the primary runs calls on micro's callback, as for a memory store
 	limitA, limitB int64 // MaxRequestBytes; 0 the default
 	budgetB        *sessions.Budget
 }
@@ -49,7 +50,9 @@ func newUploadRig(t *testing.T, o rigOptions) *uploadRig {
 		tok: mint(t, testSecret, "sdk-ci", time.Now()), other: mint(t, testSecret, "other", time.Now())}
 	r.a = startOverflowHost(t, srv, sessions.NewOwnerID(), o.serveA, o.limitA, nil)
 	r.b = startOverflowHost(t, srv, sessions.NewOwnerID(), o.serveB, o.limitB, o.budgetB)
-	r.client = serveServiceOn(t, srv, keyvalue.Service(r.store), withTokens(t), func(c *primaries.Config) {
+	svc := keyvalue.Service(r.store)
+	svc.Inline = o.inline
+	r.client = serveServiceOn(t, srv, svc, withTokens(t), func(c *primaries.Config) {
 		c.InstanceID = r.a.Owner()
 		c.Uploads = r.a
 	})
@@ -191,7 +194,14 @@ func wantStored(t *testing.T, r *uploadRig, key string, want []byte) {
 // TestOverflowRequestLocal: a kv set of 192 KiB through an upload the serving engine
 // holds itself (wire-contracts §6.3, case g): stored, the upload closed by the call.
 func TestOverflowRequestLocal(t *testing.T) {
-	r := newUploadRig(t, rigOptions{serveA: true})
+	for _, inline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pooled", true: "inline"}[inline], func(t *testing.T) {
+			testOverflowRequestLocal(t, newUploadRig(t, rigOptions{serveA: true, inline: inline}))
+		})
+	}
+}
+
+func testOverflowRequestLocal(t *testing.T, r *uploadRig) {
 	value := bigValue()
 	id, werr := r.upload(t, r.tok, &kvv1.SetRequest{Context: ctxOf(), Key: "big", Value: value})
 	if werr != nil {
@@ -216,7 +226,14 @@ func TestOverflowRequestLocal(t *testing.T) {
 // call fetches it over B's owner-scoped subjects with the caller's token, then B holds
 // nothing.
 func TestOverflowRequestOwnerScoped(t *testing.T) {
-	r := newUploadRig(t, rigOptions{serveB: true})
+	for _, inline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pooled", true: "inline"}[inline], func(t *testing.T) {
+			testOverflowRequestOwnerScoped(t, newUploadRig(t, rigOptions{serveB: true, inline: inline}))
+		})
+	}
+}
+
+func testOverflowRequestOwnerScoped(t *testing.T, r *uploadRig) {
 	value := bigValue()
 	id, werr := r.upload(t, r.tok, &kvv1.SetRequest{Context: ctxOf(), Key: "big", Value: value})
 	if werr != nil {

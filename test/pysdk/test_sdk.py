@@ -378,3 +378,24 @@ def test_keyvalue_parked_reply():
         assert metric("abi_engine_open_sessions") == 0
 
     run(with_client(TOKEN, body))
+
+
+def test_request_overflow():
+    """A request above the broker's max payload (1 MiB here): the SDK uploads it on
+    abi.rpc.overflow (open "request", writes, no start) and calls with an empty body
+    and Abi-Overflow-Request (SDK transport._overflowing, the Python engine's
+    request_payload). Read back through a parked reply. Without request overflow the
+    SDK's open has no responder and the call fails PAYLOAD_TOO_LARGE."""
+    big = bytes(range(256)) * (3 * 1024 * 1024 // 256)  # 3 MiB
+
+    async def body(client):
+        s = KeyValueService(client.keyvalue)
+        assert await s.set("pysdk:overflow", big) is None
+        assert await s.get("pysdk:overflow") == big
+        await client.object_storage.put_object(osp.PutObjectRequest(prefix="pysdk-overflow", key="big.bin", content=big))
+        got = await client.object_storage.get_object(osp.GetObjectRequest(prefix="pysdk-overflow", key="big.bin"))
+        assert got.content == big
+        await s.delete("pysdk:overflow")
+        assert metric("abi_engine_open_sessions") == 0, "an upload or parked reply left open"
+
+    run(with_client(TOKEN, body))
