@@ -203,9 +203,9 @@ func (p *Primary) serve(r *run, j job) {
 		p.refuse(r, j, true)
 		return
 	}
-	data := j.req.Data()
+	data, release := j.req.Data(), func() {}
 	if j.pb != nil && uploaded(j.req) {
-		if data, e = p.readUpload(ctx, j, caller); e != nil {
+		if data, release, e = p.readUpload(ctx, j, caller); e != nil {
 			p.fail(r, j, true, e)
 			return
 		}
@@ -214,6 +214,7 @@ func (p *Primary) serve(r *run, j job) {
 	p.running.Add(1)
 	out, err := p.call(ctx, j.name, j.op, data)
 	p.running.Add(-1)
+	release() // the request's bytes, when they came from an upload, leave the budget
 	if err != nil {
 		p.fail(r, j, true, wireError(r.ctx, err))
 		return

@@ -74,7 +74,8 @@
 // OverflowHost.ReadRequest, which takes an upload of its own engine's from its session
 // actor (checking it is the caller's), or fetches one held by another engine with start,
 // reads and close on that engine's owner-scoped subjects, forwarding the caller's token.
-// Either way the upload is closed once read.
+// Either way the upload is closed once read, and its bytes stay in the budget (the
+// holder's, or the reader's for a fetch) until the call releases them.
 //
 // # Handover
 //

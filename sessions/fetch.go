@@ -8,6 +8,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,21 +40,28 @@ var forwarded = []string{protocol.HeaderAuthToken, "traceparent", "tracestate"}
 // (gone, or its owner is), PERMISSION_DENIED (another caller's), PAYLOAD_TOO_LARGE
 // (above the upload limit), DEADLINE_EXCEEDED, or the owner's own code. A refused
 // read leaves another caller's upload alone.
-func (o *OverflowHost) ReadRequest(ctx context.Context, id, caller string, header nats.Header) ([]byte, error) {
+//
+// The bytes count against this engine's session budget until release is called (once
+// the call has run; release is never nil and safe to call more than once): a taken
+// upload's, which it held as a session; a fetched one's, taken as they arrive
+// (RESOURCE_EXHAUSTED beyond).
+func (o *OverflowHost) ReadRequest(ctx context.Context, id, caller string, header nats.Header) (data []byte, release func(), err error) {
 	owner, _, err := ParseSessionID(id)
 	if err != nil {
-		return nil, protocol.Errorf(protocol.InvalidArgument, "%s %q is not an overflow upload id: %v", protocol.HeaderOverflowRequest, id, err)
+		return nil, noRelease, protocol.Errorf(protocol.InvalidArgument, "%s %q is not an overflow upload id: %v", protocol.HeaderOverflowRequest, id, err)
 	}
 	if owner == o.owner {
 		return o.take(ctx, id, caller)
 	}
-	return o.fetch(ctx, owner, id, header)
+	return o.fetch(ctx, owner, id, caller, header)
 }
 
+func noRelease() {}
+
 // take reads an upload of this engine's through the host actor.
-func (o *OverflowHost) take(ctx context.Context, id, caller string) ([]byte, error) {
+func (o *OverflowHost) take(ctx context.Context, id, caller string) ([]byte, func(), error) {
 	if o.actorDone.Err() != nil || o.ref.Load() == nil {
-		return nil, protocol.Refused("the overflow host %s is not running, so the call ran nothing; retry", o.owner)
+		return nil, noRelease, protocol.Refused("the overflow host %s is not running, so the call ran nothing; retry", o.owner)
 	}
 	// The host actor answers every take, but a call must not outwait a host that is
 	// too busy to: the bound is a fetch's.
@@ -63,20 +71,28 @@ func (o *OverflowHost) take(ctx context.Context, id, caller string) ([]byte, err
 	o.tell(t)
 	select {
 	case r := <-t.done:
-		if r.err == nil && int64(len(r.data)) > o.opLimits[protocol.OverflowRequestOperation] {
-			return nil, tooLargeRequest(int64(len(r.data)), o.opLimits[protocol.OverflowRequestOperation])
+		if r.err != nil {
+			return nil, noRelease, r.err
 		}
-		return r.data, r.err
+		if limit := o.opLimits[protocol.OverflowRequestOperation]; int64(len(r.data)) > limit {
+			r.release()
+			return nil, noRelease, tooLargeRequest(int64(len(r.data)), limit)
+		}
+		return r.data, r.release, nil
 	case <-o.actorDone.Done():
-		return nil, protocol.Refused("the overflow host %s stopped, so the call ran nothing; retry", o.owner)
+		t.abandoned.Store(true)
+		t.drop()
+		return nil, noRelease, protocol.Refused("the overflow host %s stopped, so the call ran nothing; retry", o.owner)
 	case <-ctx.Done():
-		return nil, readTimedOut(ctx.Err())
+		t.abandoned.Store(true)
+		t.drop()
+		return nil, noRelease, readTimedOut(ctx.Err())
 	}
 }
 
 // fetch reads an upload of another engine's: start, reads until done, then close
 // whatever happened, each exchange on <prefix>.<owner>.<op> bounded by FetchTimeout.
-func (o *OverflowHost) fetch(ctx context.Context, owner, id string, header nats.Header) ([]byte, error) {
+func (o *OverflowHost) fetch(ctx context.Context, owner, id, caller string, header nats.Header) (_ []byte, _ func(), err error) {
 	fwd := nats.Header{}
 	for _, k := range forwarded {
 		if v := header.Get(k); v != "" {
@@ -90,8 +106,19 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id string, header nats.
 		defer cancel()
 		_ = o.exchange(cctx, owner, protocol.TransferClose, fwd, &transferv1.CloseRequest{Context: fetchContext(), Id: id}, &transferv1.CloseResponse{})
 	}()
+	// The fetched bytes are this engine's memory now: they take its budget, as the
+	// caller's (a client of its own, whatever connection the call came on).
+	budget, client := o.cfg.Budget, "overflow fetch for "+caller
+	var held int64
+	var once sync.Once
+	release := func() { once.Do(func() { budget.give(client, held) }) }
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	if err := o.exchange(ctx, owner, protocol.TransferStart, fwd, &transferv1.StartRequest{Context: fetchContext(), Id: id}, &transferv1.StartResponse{}); err != nil {
-		return nil, err
+		return nil, noRelease, err
 	}
 	limit := o.opLimits[protocol.OverflowRequestOperation]
 	var data []byte
@@ -104,13 +131,13 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id string, header nats.
 	for seq := uint64(0); ; {
 		rep := &transferv1.ReadResponse{}
 		if err := o.exchange(ctx, owner, protocol.TransferRead, fwd, &transferv1.ReadRequest{Context: fetchContext(), Id: id, Sequence: seq}, rep); err != nil {
-			return nil, err
+			return nil, noRelease, err
 		}
 		switch {
 		case rep.GetSequence() != seq:
-			return nil, protocol.Errorf(protocol.Internal, "the owner of overflow upload %s answered read %d with sequence %d", id, seq, rep.GetSequence())
+			return nil, noRelease, protocol.Errorf(protocol.Internal, "the owner of overflow upload %s answered read %d with sequence %d", id, seq, rep.GetSequence())
 		case rep.GetDone():
-			return data, nil
+			return data, release, nil
 		case rep.GetPending():
 			if pause == nil {
 				pause = o.clock.NewTicker(pendingPause)
@@ -118,13 +145,19 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id string, header nats.
 			select {
 			case <-pause.C():
 			case <-ctx.Done():
-				return nil, readTimedOut(ctx.Err())
+				return nil, noRelease, readTimedOut(ctx.Err())
 			}
 			continue
 		}
-		if int64(len(data))+int64(len(rep.GetData())) > limit {
-			return nil, tooLargeRequest(int64(len(data))+int64(len(rep.GetData())), limit)
+		n := int64(len(rep.GetData()))
+		if held+n > limit {
+			return nil, noRelease, tooLargeRequest(held+n, limit)
 		}
+		if err := budget.take(client, n); err != nil {
+			// Not retryable as it is: the upload is closed once this fetch ends.
+			return nil, noRelease, protocol.Errorf(protocol.ResourceExhausted, "reading the overflowed request: %v", err)
+		}
+		held += n
 		data = append(data, rep.GetData()...)
 		seq++
 	}

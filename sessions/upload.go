@@ -8,6 +8,8 @@ package sessions
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/abi-engine/engine/protocol"
 )
@@ -22,29 +24,59 @@ func uploadHandler(_ context.Context, req TransferRequest) ([]byte, error) {
 // caller (its token's sub; "" when the engine verifies no tokens). The session actor
 // answers on done (buffered).
 type takeUpload struct {
-	id     string
-	caller string
-	done   chan takeResult
+	id        string
+	caller    string
+	done      chan takeResult
+	release   func()      // set by the host actor when it hands the upload over
+	abandoned atomic.Bool // the caller gave up waiting: nobody will release the bytes but us
 }
 
 type takeResult struct {
-	data []byte
-	err  error
+	data    []byte
+	release func() // gives the upload's bytes back to the budget once the call is done
+	err     error
 }
 
+// answer delivers r once. A refusal gives the bytes the host actor detached back at
+// once; a success leaves them to the caller's release, or gives them back when the
+// caller gave up waiting (whichever of the two finds the answer in done does).
 func (t *takeUpload) answer(r takeResult) {
+	if r.err != nil {
+		r.release = nil
+	}
 	select {
 	case t.done <- r:
-	default: // answered before (a crash after the answer)
+	default: // answered before (a crash after the answer): that answer decided
+		return
+	}
+	if r.err != nil && t.release != nil {
+		t.release()
+	}
+	if t.abandoned.Load() {
+		t.drop()
+	}
+}
+
+// drop releases an answer nobody will read.
+func (t *takeUpload) drop() {
+	select {
+	case r := <-t.done:
+		if r.release != nil {
+			r.release()
+		}
+	default:
 	}
 }
 
 // takeUpload routes t to its session's actor after checking that the session is an
 // upload of t's caller, and closes the session in the same turn: t is ahead of the
 // poison pill in the session actor's inbox, so it is answered from the upload, and the
-// session is gone (its bytes back in the budget) before the call's reply is sent, so
-// the client's own close afterwards finds nothing, which succeeds. A take refused here
-// leaves the session as it was: another caller's upload is its owner's to use.
+// session is gone before the call's reply is sent, so the client's own close
+// afterwards finds nothing, which succeeds. The upload's bytes stay taken from the
+// budget, now the call's, until the call has run (the session actor's answer carries
+// their release): a client cannot upload again into what its running calls still
+// hold. A take refused here leaves the session as it was: another caller's upload is
+// its owner's to use.
 func (a *hostActor) takeUpload(t *takeUpload) {
 	e := a.h.sessions[t.id]
 	switch {
@@ -56,6 +88,11 @@ func (a *hostActor) takeUpload(t *takeUpload) {
 	case e.caller != t.caller:
 		t.answer(takeResult{err: anotherCaller(t.id)})
 	default:
+		held, budget, client := e.bytes, a.h.cfg.Budget, e.client
+		e.bytes = 0 // closeSession gives back nothing: the bytes go with the take
+		a.h.buffered -= held
+		var once sync.Once
+		t.release = func() { once.Do(func() { budget.give(client, held) }) }
 		a.eng.Send(e.pid, t)
 		a.closeSession(e, "its call took the upload")
 		a.publish()
@@ -74,7 +111,7 @@ func (s *sessionActor) takeUpload(t *takeUpload) {
 	default:
 		data := s.joined()
 		s.upload, s.uploaded = nil, 0
-		t.answer(takeResult{data: data})
+		t.answer(takeResult{data: data, release: t.release})
 	}
 }
 

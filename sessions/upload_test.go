@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/testwait"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
 	transferv1 "github.com/abi-engine/engine/proto/abi/transfer/v1"
 	"github.com/abi-engine/engine/protocol"
@@ -79,22 +81,28 @@ func TestReadRequestTakesTheCallersUpload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 
-	_, err := o.ReadRequest(ctx, id, "b", nil)
+	_, _, err := o.ReadRequest(ctx, id, "b", nil)
 	wantCode(t, err, protocol.PermissionDenied)
 	if o.Sessions() != 1 {
 		t.Fatalf("another caller's read closed the upload")
 	}
-	_, err = o.ReadRequest(ctx, "not-an-id", "a", nil)
+	_, _, err = o.ReadRequest(ctx, "not-an-id", "a", nil)
 	wantCode(t, err, protocol.InvalidArgument)
 
-	got, err := o.ReadRequest(ctx, id, "a", nil)
+	got, release, err := o.ReadRequest(ctx, id, "a", nil)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read the upload: %d bytes, %v", len(got), err)
 	}
-	if o.Sessions() != 0 || budget.Used() != 0 {
-		t.Fatalf("after the read: %d sessions, %d bytes in the budget; want none", o.Sessions(), budget.Used())
+	// The session is gone, its bytes the call's until it releases them.
+	if o.Sessions() != 0 || budget.Used() != int64(len(data)) {
+		t.Fatalf("after the read: %d sessions, %d bytes in the budget; want none and %d", o.Sessions(), budget.Used(), len(data))
 	}
-	_, err = o.ReadRequest(ctx, id, "a", nil)
+	release()
+	release()
+	if budget.Used() != 0 {
+		t.Fatalf("after the release: %d bytes in the budget", budget.Used())
+	}
+	_, _, err = o.ReadRequest(ctx, id, "a", nil)
 	wantCode(t, err, protocol.NotFound)
 }
 
@@ -125,6 +133,89 @@ func TestUploadIdleExpires(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	_, err = o.ReadRequest(ctx, id, "a", nil)
+	_, _, err = o.ReadRequest(ctx, id, "a", nil)
 	wantCode(t, err, protocol.NotFound)
+}
+
+// TestReadRequestFetchesIntoTheBudget: an upload of another engine's is fetched into
+// this engine's budget, held until the call releases it, and refused
+// RESOURCE_EXHAUSTED when the budget cannot hold it; the owner holds nothing after
+// either.
+func TestReadRequestFetchesIntoTheBudget(t *testing.T) {
+	srv := smallBroker(t)
+	owner := startOverflow(t, connect(t, srv), OverflowConfig{Tokens: callers{}})
+	small := NewBudget(32<<10, 0)
+	reader, err := NewOverflowHost(connect(t, srv), OverflowConfig{Budget: small, Tokens: callers{}, LeaseValid: leaseHeld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	token := nats.Header{protocol.HeaderAuthToken: {"t-a"}}
+
+	fits := payload(20 << 10)
+	id := openUpload(t, nc, owner, "a", fits)
+	got, release, err := reader.ReadRequest(ctx, id, "a", token)
+	if err != nil || !bytes.Equal(got, fits) {
+		t.Fatalf("fetch: %d bytes, %v", len(got), err)
+	}
+	if small.Used() != int64(len(fits)) || owner.Sessions() != 0 {
+		t.Fatalf("after the fetch: %d bytes in the reader's budget, %d sessions on the owner; want %d and none", small.Used(), owner.Sessions(), len(fits))
+	}
+	// While the first call holds its bytes, a second upload does not fit.
+	id = openUpload(t, nc, owner, "a", fits)
+	_, _, err = reader.ReadRequest(ctx, id, "a", token)
+	wantCode(t, err, protocol.ResourceExhausted)
+	if small.Used() != int64(len(fits)) || owner.Sessions() != 0 {
+		t.Fatalf("after the refused fetch: %d bytes in the reader's budget, %d sessions on the owner", small.Used(), owner.Sessions())
+	}
+	release()
+	if small.Used() != 0 {
+		t.Fatalf("after the release: %d bytes in the budget", small.Used())
+	}
+}
+
+// TestTakeOfACrashedUpload: an upload whose session actor crashed lost its bytes; the
+// call naming it is NOT_FOUND, and the budget gets every byte back whichever way the
+// take met the crash (before the host closed the session, or after).
+func TestTakeOfACrashedUpload(t *testing.T) {
+	srv := smallBroker(t)
+	budget := NewBudget(1<<20, 0)
+	o := startOverflow(t, connect(t, srv), OverflowConfig{Budget: budget, Tokens: callers{}})
+	id := openUpload(t, connect(t, srv), o, "a", payload(20<<10))
+	engineOf(o.TransferHost).Send(o.SessionPID(id), actors.Kill{Reason: "chaos"})
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	_, _, err := o.ReadRequest(ctx, id, "a", nil)
+	wantCode(t, err, protocol.NotFound)
+	testwait.For(t, 10*time.Second, "the budget back to empty", func() bool { return budget.Used() == 0 })
+	if o.Sessions() != 0 {
+		t.Fatalf("%d sessions after the crash", o.Sessions())
+	}
+}
+
+// TestAbandonedTakeGivesTheBytesBack: a call that gives up waiting for its upload
+// (its context ended) leaves nothing held: whichever of the call and the session actor
+// finds the answer gives the bytes back.
+func TestAbandonedTakeGivesTheBytesBack(t *testing.T) {
+	srv := smallBroker(t)
+	budget := NewBudget(1<<20, 0)
+	o := startOverflow(t, connect(t, srv), OverflowConfig{Budget: budget, Tokens: callers{}})
+	nc := connect(t, srv)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		id := openUpload(t, nc, o, "a", payload(4<<10))
+		_, release, err := o.ReadRequest(gone, id, "a", nil)
+		if err == nil {
+			release() // the answer won the race with the ended context
+		} else {
+			wantCode(t, err, protocol.DeadlineExceeded)
+		}
+		testwait.For(t, 10*time.Second, "the budget back to empty", func() bool { return budget.Used() == 0 })
+		if o.Sessions() != 0 {
+			t.Fatalf("take %d: %d sessions left", i, o.Sessions())
+		}
+	}
 }

@@ -32,13 +32,14 @@ type uploadRig struct {
 	store  *memory.Store
 	client *nats.Conn
 	a, b   *sessions.OverflowHost
-	tok    string // sub "sdk-ci"
-	other  string // sub "other"
+	budget *sessions.Budget // A's, and B's unless the test gives B its own
+	tok    string           // sub "sdk-ci"
+	other  string           // sub "other"
 }
 
 type rigOptions struct {
 	serveA, serveB bool
-	inline         bool // the primary runs calls on micro's callback, as for a memory store
+	inline         bool  // the primary runs calls on micro's callback, as for a memory store
 	limitA, limitB int64 // MaxRequestBytes; 0 the default
 	budgetB        *sessions.Budget
 }
@@ -48,7 +49,11 @@ func newUploadRig(t *testing.T, o rigOptions) *uploadRig {
 	srv := natstest.Start(t, natstest.WithMaxPayload(64<<10))
 	r := &uploadRig{srv: srv, store: memory.New(),
 		tok: mint(t, testSecret, "sdk-ci", time.Now()), other: mint(t, testSecret, "other", time.Now())}
-	r.a = startOverflowHost(t, srv, sessions.NewOwnerID(), o.serveA, o.limitA, nil)
+	r.budget = sessions.NewBudget(64<<20, 0)
+	if o.budgetB == nil {
+		o.budgetB = r.budget
+	}
+	r.a = startOverflowHost(t, srv, sessions.NewOwnerID(), o.serveA, o.limitA, r.budget)
 	r.b = startOverflowHost(t, srv, sessions.NewOwnerID(), o.serveB, o.limitB, o.budgetB)
 	svc := keyvalue.Service(r.store)
 	svc.Inline = o.inline
@@ -210,8 +215,8 @@ func testOverflowRequestLocal(t *testing.T, r *uploadRig) {
 	rep := r.call(t, protocol.OpSet, r.tok, id)
 	wantBytes(t, "set through an upload", rep, "", "")
 	wantStored(t, r, "big", value)
-	if n := r.a.Sessions(); n != 0 {
-		t.Errorf("the engine holds %d sessions after the call; the upload should be closed", n)
+	if n, used := r.a.Sessions(), r.budget.Used(); n != 0 || used != 0 {
+		t.Errorf("the engine holds %d sessions and %d bytes of its budget after the call; the upload should be closed and released", n, used)
 	}
 	// The client's own close afterwards finds nothing, which succeeds.
 	var closed transferv1.CloseResponse
@@ -244,8 +249,8 @@ func testOverflowRequestOwnerScoped(t *testing.T, r *uploadRig) {
 	}
 	wantBytes(t, "set through engine B's upload", r.call(t, protocol.OpSet, r.tok, id), "", "")
 	wantStored(t, r, "big", value)
-	if n := r.b.Sessions(); n != 0 {
-		t.Errorf("engine B holds %d sessions after the call; the fetch should have closed the upload", n)
+	if n, used := r.b.Sessions(), r.budget.Used(); n != 0 || used != 0 {
+		t.Errorf("engine B holds %d sessions, and the engines %d bytes of their budget, after the call; the fetch should have closed the upload and the call released it", n, used)
 	}
 }
 
