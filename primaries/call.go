@@ -209,6 +209,18 @@ func (p *Primary) serve(r *run, j job) {
 			p.fail(r, j, true, e)
 			return
 		}
+		// Reading an upload may take seconds (a fetch from its owner): the lease is
+		// checked again, so a call never runs on a lease unconfirmed for lease/2.
+		if !p.cfg.LeaseValid() && !failpoint.On(p.cfg.Failpoints, failpoint.SkipLeaseCheck) {
+			release()
+			p.fail(r, j, true, protocol.Refused("this engine lost the confirmation of its lease while it read the overflowed request, so it ran nothing; upload the request again and retry"))
+			return
+		}
+		if r.ctx.Err() != nil {
+			release()
+			p.refuse(r, j, true)
+			return
+		}
 	}
 	ctx = failpoint.Stall(p.cfg.Failpoints, ctx, data) // stall-before-write
 	p.running.Add(1)

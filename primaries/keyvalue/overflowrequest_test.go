@@ -3,6 +3,7 @@ package keyvalue_test
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ type rigOptions struct {
 	inline         bool  // the primary runs calls on micro's callback, as for a memory store
 	limitA, limitB int64 // MaxRequestBytes; 0 the default
 	budgetB        *sessions.Budget
+	lease          func() bool // the primary's LeaseValid; nil: always confirmed
 }
 
 func newUploadRig(t *testing.T, o rigOptions) *uploadRig {
@@ -60,6 +62,9 @@ func newUploadRig(t *testing.T, o rigOptions) *uploadRig {
 	r.client = serveServiceOn(t, srv, svc, withTokens(t), func(c *primaries.Config) {
 		c.InstanceID = r.a.Owner()
 		c.Uploads = r.a
+		if o.lease != nil {
+			c.LeaseValid = o.lease
+		}
 	})
 	return r
 }
@@ -376,4 +381,26 @@ func TestOverflowRequestRefusals(t *testing.T) {
 			t.Errorf("%d keys stored", n)
 		}
 	})
+}
+
+// TestOverflowRequestLeaseLostWhileReading: the lease is confirmed when the call
+// arrives and no longer once its upload is read (a fetch may take seconds): the call
+// runs nothing and is refused UNAVAILABLE, and the upload's bytes leave the budget.
+func TestOverflowRequestLeaseLostWhileReading(t *testing.T) {
+	var checks atomic.Int32
+	r := newUploadRig(t, rigOptions{serveA: true, lease: func() bool { return checks.Add(1) == 1 }})
+	id, werr := r.upload(t, r.tok, &kvv1.SetRequest{Context: ctxOf(), Key: "big", Value: bigValue()})
+	if werr != nil {
+		t.Fatalf("write: %v", werr)
+	}
+	rep := r.call(t, protocol.OpSet, r.tok, id)
+	if got := rep.Header.Get(protocol.HeaderErrorCode); got != string(protocol.Unavailable) {
+		t.Errorf("set through an upload read after the lease lapsed: Abi-Error-Code %q, want %s", got, protocol.Unavailable)
+	}
+	if n := r.keys(t); n != 0 {
+		t.Errorf("the store holds %d keys; a call refused for its lease must run nothing", n)
+	}
+	if used := r.budget.Used(); used != 0 {
+		t.Errorf("%d bytes of the budget still held after the refusal", used)
+	}
 }
