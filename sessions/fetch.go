@@ -6,6 +6,7 @@ package sessions
 // reads until done, then close), speaking the Python clients' protobuf messages.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -121,7 +122,9 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id, caller string, head
 		return nil, noRelease, err
 	}
 	limit := o.opLimits[protocol.OverflowRequestOperation]
-	var data []byte
+	// The pieces are kept as read and joined once at the end: appending would reallocate
+	// as the request grows, holding about twice what the budget counts.
+	var pieces [][]byte
 	var pause Ticker
 	defer func() {
 		if pause != nil {
@@ -137,7 +140,7 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id, caller string, head
 		case rep.GetSequence() != seq:
 			return nil, noRelease, protocol.Errorf(protocol.Internal, "the owner of overflow upload %s answered read %d with sequence %d", id, seq, rep.GetSequence())
 		case rep.GetDone():
-			return data, release, nil
+			return bytes.Join(pieces, nil), release, nil
 		case rep.GetPending():
 			if pause == nil {
 				pause = o.clock.NewTicker(pendingPause)
@@ -158,7 +161,7 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id, caller string, head
 			return nil, noRelease, protocol.Errorf(protocol.ResourceExhausted, "reading the overflowed request: %v", err)
 		}
 		held += n
-		data = append(data, rep.GetData()...)
+		pieces = append(pieces, rep.GetData())
 		seq++
 	}
 }
@@ -213,5 +216,11 @@ func tooLargeRequest(n, limit int64) error {
 }
 
 func readTimedOut(cause error) error {
+	if errors.Is(cause, context.Canceled) {
+		// The engine stopped (a handover, a shutdown): nothing timed out and nothing
+		// ran, but the upload is closed once the read ends, so a plain resend would
+		// find it gone.
+		return protocol.Errorf(protocol.Unavailable, "the engine stopped while it read the overflowed request, so it ran nothing; upload the request again (%v)", cause)
+	}
 	return protocol.Errorf(protocol.DeadlineExceeded, "Reading the overflowed request timed out (%v)", cause)
 }

@@ -211,7 +211,7 @@ func TestAbandonedTakeGivesTheBytesBack(t *testing.T) {
 		if err == nil {
 			release() // the answer won the race with the ended context
 		} else {
-			wantCode(t, err, protocol.DeadlineExceeded)
+			wantCode(t, err, protocol.Unavailable) // cancelled, as when the engine stops: nothing ran
 		}
 		testwait.For(t, 10*time.Second, "the budget back to empty", func() bool { return budget.Used() == 0 })
 		if o.Sessions() != 0 {
