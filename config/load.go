@@ -37,10 +37,14 @@ func NATSURLFrom(what, url string) Override {
 
 // RolloutFlag is --rollout: nats.engine.rollout_id (config check's stand-in for
 // ABI_ROLLOUT_ID).
-func RolloutFlag(id string) Override { return Override{flag: "--rollout", key: keyRolloutID, value: id} }
+func RolloutFlag(id string) Override {
+	return Override{flag: "--rollout", key: keyRolloutID, value: id}
+}
 
 // HTTPListenFlag is --http: http.listen ("" turns HTTP off).
-func HTTPListenFlag(addr string) Override { return Override{flag: "--http", key: keyHTTPListen, value: addr} }
+func HTTPListenFlag(addr string) Override {
+	return Override{flag: "--http", key: keyHTTPListen, value: addr}
+}
 
 // Load reads the configuration the way the binary does: the file at path when path is
 // set (a missing file is an error), else FileName in the working directory when it
