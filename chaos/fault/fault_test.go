@@ -1,7 +1,6 @@
 package fault
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"go.uber.org/goleak"
 )
@@ -261,9 +261,9 @@ func TestProxyCloseEndsOpenLinks(t *testing.T) {
 }
 
 // startHelper runs this test binary as the helper child and waits for "ready".
-func startHelper(t *testing.T) (*Process, *syncBuffer) {
+func startHelper(t *testing.T) (*Process, *testproc.Output) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testproc.Output{}
 	p, err := StartProcess("helper", os.Args[0], []string{"-test.run=^$"}, []string{helperEnv + "=1"}, out)
 	if err != nil {
 		t.Fatal(err)
@@ -271,24 +271,6 @@ func startHelper(t *testing.T) (*Process, *syncBuffer) {
 	t.Cleanup(func() { p.Stop(5 * time.Second) })
 	testwait.For(t, 10*time.Second, "helper ready", func() bool { return strings.Contains(out.String(), "ready") })
 	return p, out
-}
-
-// syncBuffer is an io.WriteCloser safe for the process's writer and the test's reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) Close() error { return nil }
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // procState is the state letter of /proc/<pid>/stat: T when stopped.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/abi-engine/engine/internal/testproc"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,7 @@ func TestProcessDoctorOnTheEmbeddedBroker(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	embedded := func(extra string) string {
-		return fmt.Sprintf("nats:\n  embedded: {listen: \"127.0.0.1:%d\", http_listen: \"127.0.0.1:%d\"%s}\n", freePort(t), freePort(t), extra)
+		return fmt.Sprintf("nats:\n  embedded: {listen: \"127.0.0.1:%d\", http_listen: \"127.0.0.1:%d\"%s}\n", testproc.FreePort(t), testproc.FreePort(t), extra)
 	}
 	doctor := func(cfg string) result {
 		t.Helper()

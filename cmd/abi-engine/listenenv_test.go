@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 )
 
@@ -23,9 +24,9 @@ func TestProcessListensWhereTheEnvironmentSays(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	dir := t.TempDir()
-	httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	natsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	p := &engineProcess{base: "http://" + httpAddr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	httpAddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	natsAddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	p := &engineProcess{base: "http://" + httpAddr, stderr: &testproc.Output{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(buildBinary(t), "run")
 	p.cmd.Dir = dir
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir,

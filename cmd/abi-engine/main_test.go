@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"github.com/abi-engine/engine/internal/leakcheck"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -20,24 +19,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, append(leakcheck.Known(), goleak.Cleanup(func(int) { removeBuiltBinary() }))...)
-}
-
-// lockedBuffer is an output written by the command under test while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type result struct {
@@ -56,9 +37,9 @@ func envOf(vars map[string]string) func(string) string {
 
 // cliFor is the CLI as run builds it, with its own environment and outputs, and an
 // engine factory that fails the test if `run` ever gets that far.
-func cliFor(t *testing.T, env map[string]string) (*cli, *lockedBuffer, *lockedBuffer) {
+func cliFor(t *testing.T, env map[string]string) (*cli, *testproc.Output, *testproc.Output) {
 	t.Helper()
-	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	stdout, stderr := &testproc.Output{}, &testproc.Output{}
 	c := &cli{
 		env:     envOf(env),
 		stdout:  stdout,

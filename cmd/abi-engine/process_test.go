@@ -15,13 +15,14 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // engineProcess is `abi-engine run` as a child process.
 type engineProcess struct {
 	cmd    *exec.Cmd
 	base   string // http://127.0.0.1:<port>
-	stderr *lockedBuffer
+	stderr *testproc.Output
 	exited chan struct{}
 	code   int
 }
@@ -33,9 +34,9 @@ func startEngine(t *testing.T, cfg string, env ...string) *engineProcess {
 	t.Helper()
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	path := writeFile(t, dir, "engine.yaml", cfg+"http: {listen: \""+addr+"\"}\n")
-	p := &engineProcess{base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &engineProcess{base: "http://" + addr, stderr: &testproc.Output{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, "run", "--config", path)
 	p.cmd.Dir = dir
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)

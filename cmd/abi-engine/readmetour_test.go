@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 )
 
@@ -101,7 +102,7 @@ func shellWords(line string) []string {
 // tourProcess is a command of the tour as a child process.
 type tourProcess struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer // stdout and stderr
+	out    *testproc.Output // stdout and stderr
 	exited chan struct{}
 	code   int
 	http   string // run's --http, where /readyz and /status answer
@@ -155,7 +156,7 @@ func (r *tour) start(c tourCommand) *tourProcess {
 	for i, w := range words {
 		words[i] = r.replace.Replace(w)
 	}
-	p := &tourProcess{out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &tourProcess{out: &testproc.Output{}, exited: make(chan struct{})}
 	for i, w := range words {
 		if w == "--http" && i+1 < len(words) {
 			p.http = words[i+1]
@@ -249,8 +250,8 @@ func TestProcessREADMETour(t *testing.T) {
 	blocks := readmeTour(t)
 	bin := buildBinary(t)
 	broker := natstest.Start(t, withMonitor, func(o *server.Options) { o.SyncAlways = true })
-	embedded := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	free := func() string { return "127.0.0.1:" + strconv.Itoa(freePort(t)) }
+	embedded := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	free := func() string { return "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)) }
 	pairs := []string{
 		"nats://nats:4222", broker.URL(), "http://nats:8222", monitorURL(broker),
 		"nats://127.0.0.1:4222", "nats://" + embedded,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"github.com/abi-engine/engine/internal/testwait"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/lease"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
@@ -125,7 +125,7 @@ type runHarness struct {
 	fire   chan struct{}
 	cfg    chan *config.Config
 	code   chan int
-	stderr *lockedBuffer
+	stderr *testproc.Output
 }
 
 func startRun(t *testing.T, eng *fakeEngine, env map[string]string, args ...string) *runHarness {
@@ -295,17 +295,6 @@ func TestRunStopWhileLoading(t *testing.T) {
 	}
 }
 
-// freePort is a port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func httpGet(url string) (int, string) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -323,7 +312,7 @@ func TestRunServesHTTPFromTheStart(t *testing.T) {
 		<-release
 		return nil
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	h := startRun(t, eng, nil, "--config", remoteConfig(t, ""), "--http", addr)
 	base := "http://" + addr
 	// While the engine loads, it is alive but not ready.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -30,7 +31,7 @@ func TestRunHasOneSupervisionTree(t *testing.T) {
 	c.signals = func(first, second func()) suture.Service {
 		return &testSignals{first: first, second: second, fire: fire}
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	path := writeFile(t, t.TempDir(), "abi-engine.yaml", fmt.Sprintf(`nats: {url: "", embedded: {listen: "127.0.0.1:0", store_dir: %q}, engine: {lease_seconds: 2, drain_seconds: 1}}
 services: {keyvalue: {adapter: memory}, object_storage: {adapter: memory}}
 http: {listen: %q}

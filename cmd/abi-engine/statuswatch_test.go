@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 )
 
 // cliProcess is an abi-engine command other than run as a child process.
 type cliProcess struct {
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *testproc.Output
 	exited         chan struct{}
 	code           int
 }
@@ -25,7 +26,7 @@ type cliProcess struct {
 func startCLI(t *testing.T, args ...string) *cliProcess {
 	t.Helper()
 	dir := t.TempDir()
-	p := &cliProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &cliProcess{stdout: &testproc.Output{}, stderr: &testproc.Output{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(buildBinary(t), args...)
 	p.cmd.Dir = dir
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,7 +44,7 @@ func TestDeletedDataBucketIsRecreatedUnderTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	id := a.instanceID()
 	tf := startTraffic(t, srv.URL(), 2)
@@ -94,7 +95,7 @@ func TestBackendThatStaysDownFailsReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitHTTP("/readyz", 200, 20*time.Second)
 	ctx := ctxFor(t, 60*time.Second)
 	if err := js.DeleteKeyValue(ctx, "ABI_KV"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -17,9 +18,9 @@ import (
 // and replies switching from A to B.
 func TestRollingDeployUnderTraffic(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 5, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 5, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 5, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 5, HTTPPort: testproc.FreePort(t)})
 	b.waitHTTP("/readyz", 200, 20*time.Second)
 	b.waitState("standby", 5*time.Second)
 	idA, idB := a.instanceID(), b.instanceID()
@@ -48,7 +49,7 @@ func TestRollingDeployUnderTraffic(t *testing.T) {
 // exits 3 within about lease/2, naming the first; the first keeps serving.
 func TestSecondEngineExitsThree(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	startedAt := time.Now()
 	b := start(t, "B", engineConfig{NATSURL: srv.URL()})
@@ -78,12 +79,12 @@ func TestSecondEngineExitsThree(t *testing.T) {
 // serves after one lease period, and every request sent after that is answered.
 func TestTakeoverAfterKill(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	a.signal(syscall.SIGKILL)
 	a.exitCode(10 * time.Second)
 	killed := time.Now()
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	b.waitState("serving", 20*time.Second)
 	if took := time.Since(killed); took < 1800*time.Millisecond { // 0.9 of the 2 s lease
 		t.Fatalf("replacement served %s after the kill, before one lease period", took)

@@ -12,6 +12,7 @@ import (
 	discoveryclient "github.com/abi-engine/engine/client/discovery"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 	pb "github.com/abi-engine/engine/proto/abi/discovery/v1"
 )
@@ -35,9 +36,9 @@ func TestDiscoveryAfterTheHolderIsKilled(t *testing.T) {
 	secret := []byte("e2e-discovery-secret")
 	srv := natstest.Start(t)
 	nats := discoveryYAML(t, secret, lease)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t), NATSYAML: nats})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t), NATSYAML: nats})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t), NATSYAML: nats})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t), NATSYAML: nats})
 	b.waitHTTP("/readyz", 200, 20*time.Second)
 	b.waitState("standby", 5*time.Second)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -41,7 +42,7 @@ func TestConcurrentDownloadsStayWithinTheMemoryBound(t *testing.T) {
 	}
 	add := memoryCgroup(t, cgroupMiB<<20)
 	srv := natstest.Start(t)
-	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), Lease: 10})
+	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t), Lease: 10})
 	add(p.cmd.Process.Pid)
 	p.waitState("serving", 20*time.Second)
 	pid := p.cmd.Process.Pid

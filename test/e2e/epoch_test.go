@@ -10,6 +10,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // leaseView is the part of /status the epoch tests read.
@@ -61,11 +62,11 @@ func (p *proc) watchEpoch(within time.Duration, what string, check func(leaseVie
 func TestRollingDeployKeepsTheEpochThroughTheDrain(t *testing.T) {
 	srv := natstest.Start(t)
 	const drainA = 3.0
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: drainA, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: drainA, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	// B's own drain_seconds is far longer than A's drain: its bump must come from A's
 	// mark, not from its own clock.
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 60, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 60, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idA, idB := a.instanceID(), b.instanceID()
 	va, _ := a.view()
@@ -156,13 +157,13 @@ func TestRollingDeployKeepsTheEpochThroughTheDrain(t *testing.T) {
 // status shows the new one, the replacement's.
 func TestTakeoverAfterKillBumpsTheEpochBeforeServing(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	va, _ := a.view()
 	n := va.Lease.Epoch
 	a.signal(syscall.SIGKILL)
 	a.exitCode(10 * time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	b.watchEpoch(20*time.Second, "B serving under the next epoch", func(v leaseView) string {
 		if v.State == "serving" && v.Lease.Epoch != n+1 {
 			return "serving, but not under the next epoch"

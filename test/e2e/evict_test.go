@@ -14,6 +14,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -49,7 +50,7 @@ func TestEvictForceOnAStoppedHolder(t *testing.T) {
 	srv := natstest.Start(t)
 	const lease = 4 * time.Second
 	const stall = 3 * lease / 2
-	aCfg := engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease.Seconds(), HTTPPort: freePort(t)}
+	aCfg := engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease.Seconds(), HTTPPort: testproc.FreePort(t)}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "abi-engine.yaml")
 	if err := os.WriteFile(path, []byte(aCfg.yaml()), 0o644); err != nil {
@@ -60,7 +61,7 @@ func TestEvictForceOnAStoppedHolder(t *testing.T) {
 	a := startArgs(t, "A", dir, aCfg.HTTPPort, []string{"ABI_FAILPOINTS=stall-before-write=key:zombie:" + stall.String()}, "run", "--config", path)
 	binary = saved
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease.Seconds(), HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease.Seconds(), HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idB := b.instanceID()
 

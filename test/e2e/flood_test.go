@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -29,7 +30,7 @@ func TestAFloodOfLargeRequestsGetsAnAnswerForEach(t *testing.T) {
 	srv := natstest.Start(t)
 	// A lease long enough that a machine loaded by the flood (and other tests) does not
 	// fence the engine; if it does, its refusals are retryable UNAVAILABLE, accepted.
-	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), Lease: 10,
+	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t), Lease: 10,
 		// One call at a time, so the engine falls behind the flood for certain.
 		NATSYAML: "  max_concurrent_requests: 1\n"})
 	p.waitState("serving", 20*time.Second)
@@ -125,7 +126,7 @@ func TestAFloodFromManyConnectionsGetsAnAnswerForEach(t *testing.T) {
 		t.Skip("without the race detector only: the broker in this process is too slow with it")
 	}
 	srv := natstest.Start(t)
-	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), Lease: 10})
+	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t), Lease: 10})
 	p.waitState("serving", 20*time.Second)
 
 	var (

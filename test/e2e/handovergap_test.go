@@ -16,6 +16,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -41,7 +42,7 @@ func TestRollingDeploysLeaveNoGap(t *testing.T) {
 	srv := natstest.Start(t)
 	engine := func(i int) *proc {
 		return start(t, fmt.Sprintf("engine-%d", i), engineConfig{
-			NATSURL: srv.URL(), Rollout: fmt.Sprintf("r%d", i), Drain: 5, HTTPPort: freePort(t),
+			NATSURL: srv.URL(), Rollout: fmt.Sprintf("r%d", i), Drain: 5, HTTPPort: testproc.FreePort(t),
 		})
 	}
 	cur := engine(0)

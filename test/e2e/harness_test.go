@@ -2,22 +2,20 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/abi-engine/engine/internal/testproc"
 	"go.uber.org/goleak"
 )
 
@@ -48,44 +46,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort picks a port for a process's HTTP server.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // proc is one abi-engine process.
 type proc struct {
 	t       testing.TB
 	name    string
 	cmd     *exec.Cmd
 	http    string // host:port, "" when HTTP is off
-	out     *syncBuffer
+	out     *testproc.Output
 	exited  chan struct{}
 	waitErr error
-}
-
-// syncBuffer collects a process's output for assertions and failure logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // engineConfig is the YAML of one engine against the test's broker.
@@ -154,7 +123,7 @@ func start(t testing.TB, name string, cfg engineConfig, env ...string) *proc {
 
 func startArgs(t testing.TB, name, dir string, httpPort int, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, name: name, out: &testproc.Output{}, exited: make(chan struct{})}
 	if httpPort != 0 {
 		p.http = fmt.Sprintf("127.0.0.1:%d", httpPort)
 	}

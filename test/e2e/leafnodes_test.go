@@ -13,6 +13,7 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/broker"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -40,10 +41,10 @@ func TestLeafNodesServeOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := natstest.StartLeaves(t, 2)
-			a := start(t, "A", engineConfig{NATSURL: l.Nodes[0].URL(), NATSYAML: tc.natsYAML, HTTPPort: freePort(t)})
+			a := start(t, "A", engineConfig{NATSURL: l.Nodes[0].URL(), NATSYAML: tc.natsYAML, HTTPPort: testproc.FreePort(t)})
 			a.waitState("serving", 30*time.Second)
 			idA := a.instanceID()
-			b := start(t, "B", engineConfig{NATSURL: l.Nodes[1].URL(), NATSYAML: tc.natsYAML, HTTPPort: freePort(t)})
+			b := start(t, "B", engineConfig{NATSURL: l.Nodes[1].URL(), NATSYAML: tc.natsYAML, HTTPPort: testproc.FreePort(t)})
 			if state := b.exitOrState("serving", 30*time.Second); state == "serving" {
 				idB := b.instanceID()
 				acked, lost, by := leafTraffic(t, l.Hub.URL())
@@ -126,7 +127,7 @@ func TestLeafNodesStartedTogetherServeOnce(t *testing.T) {
 	l := natstest.StartLeaves(t, 2)
 	var procs []*proc
 	for i, n := range l.Nodes {
-		procs = append(procs, start(t, fmt.Sprintf("E%d", i), engineConfig{NATSURL: n.URL(), HTTPPort: freePort(t)}))
+		procs = append(procs, start(t, fmt.Sprintf("E%d", i), engineConfig{NATSURL: n.URL(), HTTPPort: testproc.FreePort(t)}))
 	}
 	var ended, left *proc
 	for ended == nil {
@@ -186,9 +187,9 @@ func (p *proc) exitOrState(want string, within time.Duration) string {
 func TestLeafNodesHandOver(t *testing.T) {
 	l := natstest.StartLeaves(t, 2)
 	domain := "  jetstream: {domain: " + broker.HubDomain + "}\n"
-	a := start(t, "A", engineConfig{NATSURL: l.Nodes[0].URL(), NATSYAML: domain, Rollout: "v1", Drain: 2, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: l.Nodes[0].URL(), NATSYAML: domain, Rollout: "v1", Drain: 2, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 30*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: l.Nodes[1].URL(), NATSYAML: domain, Rollout: "v2", Drain: 2, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: l.Nodes[1].URL(), NATSYAML: domain, Rollout: "v2", Drain: 2, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 30*time.Second)
 	idB := b.instanceID()
 

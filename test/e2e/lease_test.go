@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -79,7 +80,7 @@ func (p *proc) serving() bool {
 // contender of the same rollout does; the holder never exits.
 func TestShortLeaseContenderNeverTakesOverALongLeaseHolder(t *testing.T) {
 	srv := natstest.Start(t)
-	holder := start(t, "holder", engineConfig{NATSURL: srv.URL(), Lease: 16, HTTPPort: freePort(t)})
+	holder := start(t, "holder", engineConfig{NATSURL: srv.URL(), Lease: 16, HTTPPort: testproc.FreePort(t)})
 	holder.waitState("serving", 20*time.Second)
 	id := holder.instanceID()
 	kv := leaseKV(t, srv.URL())
@@ -142,9 +143,9 @@ func TestShortLeaseContenderNeverTakesOverALongLeaseHolder(t *testing.T) {
 func TestOutsideDeleteFencesTheHolderAtOnce(t *testing.T) {
 	srv := natstest.Start(t)
 	const lease, renew = 20, 5 * time.Second
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	ids := map[*proc]string{a: a.instanceID(), b: b.instanceID()}
 	kv := leaseKV(t, srv.URL())
@@ -191,10 +192,10 @@ func TestOutsideDeleteFencesTheHolderAtOnce(t *testing.T) {
 // naming it, as a second engine refused at start does (not idle for good).
 func TestStandbyBeatenToTheReleasedLeaseExitsThree(t *testing.T) {
 	srv := natstest.Start(t)
-	v1 := start(t, "v1", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)})
+	v1 := start(t, "v1", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t)})
 	v1.waitState("serving", 20*time.Second)
-	b1 := start(t, "v2-a", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
-	b2 := start(t, "v2-b", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	b1 := start(t, "v2-a", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t)})
+	b2 := start(t, "v2-b", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t)})
 	b1.waitState("standby", 20*time.Second)
 	b2.waitState("standby", 20*time.Second)
 	ids := map[*proc]string{b1: b1.instanceID(), b2: b2.instanceID()}
@@ -233,10 +234,10 @@ func TestStandbyBeatenToTheReleasedLeaseExitsThree(t *testing.T) {
 // rollout's standby goes on standing by (and counts as ready) next to the new holder.
 func TestStandbyOfAnotherRolloutKeepsStandingBy(t *testing.T) {
 	srv := natstest.Start(t)
-	v1 := start(t, "v1", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)})
+	v1 := start(t, "v1", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t)})
 	v1.waitState("serving", 20*time.Second)
-	v2 := start(t, "v2", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
-	v3 := start(t, "v3", engineConfig{NATSURL: srv.URL(), Rollout: "v3", HTTPPort: freePort(t)})
+	v2 := start(t, "v2", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t)})
+	v3 := start(t, "v3", engineConfig{NATSURL: srv.URL(), Rollout: "v3", HTTPPort: testproc.FreePort(t)})
 	v2.waitState("standby", 20*time.Second)
 	v3.waitState("standby", 20*time.Second)
 	ids := map[string]*proc{v2.instanceID(): v2, v3.instanceID(): v3}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -69,7 +70,7 @@ func TestDeletedLeaseBucketIsRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	id := a.instanceID()
 	ctx := ctxFor(t, 60*time.Second)
@@ -111,7 +112,7 @@ func TestFencedEngineThatCannotRecoverFailsLiveness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	a.waitHTTP("/healthz", 200, time.Second)
 	ctx := ctxFor(t, 60*time.Second)

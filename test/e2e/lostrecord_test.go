@@ -16,6 +16,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -47,7 +48,7 @@ func pausedHolderTamperedAfter(t *testing.T, before, tamper func(ctx context.Con
 	}
 	const lease = 4 * time.Second
 	const stall = 3 * lease / 2
-	aCfg := engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease.Seconds(), HTTPPort: freePort(t)}
+	aCfg := engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: lease.Seconds(), HTTPPort: testproc.FreePort(t)}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "abi-engine.yaml")
 	if err := os.WriteFile(path, []byte(aCfg.yaml()), 0o644); err != nil {
@@ -60,7 +61,7 @@ func pausedHolderTamperedAfter(t *testing.T, before, tamper func(ctx context.Con
 	a.waitState("serving", 20*time.Second)
 	va, _ := a.view()
 	epochA := va.Lease.Epoch
-	b = start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease.Seconds(), HTTPPort: freePort(t)})
+	b = start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: lease.Seconds(), HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idB := b.instanceID()
 

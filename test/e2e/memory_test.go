@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -160,7 +161,7 @@ func TestOneClientCannotExhaustTheEnginesMemory(t *testing.T) {
 	)
 	add := memoryCgroup(t, cgroupMiB<<20)
 	srv := natstest.Start(t)
-	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), ExtraYAML: fmt.Sprintf(
+	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t), ExtraYAML: fmt.Sprintf(
 		"limits: {memory_mib: %d, client_memory_mib: %d, session_memory_mib: 16, client_sessions: 8}\n", budgetMiB, clientMiB)})
 	add(p.cmd.Process.Pid)
 	p.waitState("serving", 20*time.Second)

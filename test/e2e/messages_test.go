@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -55,11 +56,11 @@ func noWarnings(t *testing.T, p *proc) {
 // the log means something.
 func TestCleanExitLogsNoWarning(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 1, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 1, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
-	c := start(t, "client", engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: freePort(t)})
+	c := start(t, "client", engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: testproc.FreePort(t)})
 	c.waitState("client", 20*time.Second)
 	tf := startTraffic(t, srv.URL(), 2)
 	tf.waitAnswers(t, a.instanceID(), 50, 20*time.Second)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // These benchmarks measure what docs/performance.md reports; they assert nothing about
@@ -20,7 +21,7 @@ import (
 // embeddedEngine starts a serving engine that hosts the embedded broker.
 func embeddedEngine(b *testing.B, url string) *proc {
 	dir := b.TempDir()
-	port := freePort(b)
+	port := testproc.FreePort(b)
 	nats := fmt.Sprintf("  url: %q\n", url)
 	if url == "" {
 		nats += fmt.Sprintf("  embedded: {listen: \"127.0.0.1:0\", store_dir: %q}\n", filepath.Join(dir, "nats"))
@@ -60,7 +61,7 @@ func BenchmarkHandoverGap(b *testing.B) {
 	var gaps []time.Duration
 	for range b.N {
 		cfg := func(v int) engineConfig {
-			return engineConfig{NATSURL: srv.URL(), Rollout: fmt.Sprintf("v%d", v), Drain: 5, HTTPPort: freePort(b)}
+			return engineConfig{NATSURL: srv.URL(), Rollout: fmt.Sprintf("v%d", v), Drain: 5, HTTPPort: testproc.FreePort(b)}
 		}
 		old := start(b, "v0", cfg(0))
 		old.waitState("serving", 20*time.Second)

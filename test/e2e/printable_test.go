@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // TestAPasswordOfEveryPrintableCharacterIsNeverPrinted is issue 26 finding 8: a real
@@ -32,7 +33,7 @@ func TestAPasswordOfEveryPrintableCharacterIsNeverPrinted(t *testing.T) {
 	login := strings.ReplaceAll(url.UserPassword("semi", password).String(), ",", "%2C")
 	good := fmt.Sprintf("nats://%s@%s", login, srv.Addr())
 	wrong := fmt.Sprintf("nats://%s%%21@%s", login, srv.Addr()) // one character more: refused
-	list := fmt.Sprintf("nats://127.0.0.1:%d, %s", freePort(t), good)
+	list := fmt.Sprintf("nats://127.0.0.1:%d, %s", testproc.FreePort(t), good)
 	if strings.Contains(good, password) {
 		t.Fatal("the URL does not encode the password")
 	}
@@ -65,7 +66,7 @@ func TestAPasswordOfEveryPrintableCharacterIsNeverPrinted(t *testing.T) {
 	}
 
 	// A run through a broker restart: the connected URL and "nats reconnected".
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	p := startArgs(t, "engine", dir, port, nil, "run", "--config", config(list, fmt.Sprintf("http: {listen: \"127.0.0.1:%d\"}\nlog: {level: debug}\n", port)))
 	p.waitState("serving", 30*time.Second)
 	srv.Stop()

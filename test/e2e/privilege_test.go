@@ -18,6 +18,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // permissionBlocks reads the permission sets of docs/security.md: each fenced conf
@@ -85,7 +86,7 @@ func TestLeastPrivilege(t *testing.T) {
 	srv := privilegedBroker(t, blocks)
 	engineCfg := func(name, rollout string) engineConfig {
 		dir := t.TempDir()
-		return engineConfig{NATSURL: srv.URL(), Rollout: rollout, Drain: 2, HTTPPort: freePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "engine")}
+		return engineConfig{NATSURL: srv.URL(), Rollout: rollout, Drain: 2, HTTPPort: testproc.FreePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "engine")}
 	}
 	a := start(t, "A", engineCfg("A", "v1"))
 	a.waitState("serving", 20*time.Second)
@@ -137,7 +138,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	cdir := t.TempDir()
-	c := start(t, "client", engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: freePort(t), WorkingDir: cdir, NATSYAML: asUser(t, cdir, "client")})
+	c := start(t, "client", engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: testproc.FreePort(t), WorkingDir: cdir, NATSYAML: asUser(t, cdir, "client")})
 	c.waitState("client", 20*time.Second)
 	c.waitHTTP("/readyz", 200, 10*time.Second)
 
@@ -182,7 +183,7 @@ func TestOperatorCommandsUnderLeastPrivilege(t *testing.T) {
 	srv := privilegedBroker(t, blocks)
 	engineCfg := func(rollout string) engineConfig {
 		dir := t.TempDir()
-		return engineConfig{NATSURL: srv.URL(), Rollout: rollout, Drain: 1, HTTPPort: freePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "engine")}
+		return engineConfig{NATSURL: srv.URL(), Rollout: rollout, Drain: 1, HTTPPort: testproc.FreePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "engine")}
 	}
 	a := start(t, "A", engineCfg("v1"))
 	a.waitState("serving", 20*time.Second)
@@ -246,7 +247,7 @@ func TestEngineWithoutAPermissionIsNotReady(t *testing.T) {
 	}}
 	srv := privilegedBroker(t, blocks, crippled)
 	dir := t.TempDir()
-	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "crippled")})
+	p := start(t, "engine", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t), WorkingDir: dir, NATSYAML: asUser(t, dir, "crippled")})
 	p.waitState("serving", 20*time.Second)
 	p.waitLog(`"event":"permission_violation"`, 20*time.Second)
 	body := p.waitHTTP("/readyz", 503, 20*time.Second)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // agreement polls a process's /status and /readyz until stopped and records every
@@ -94,7 +95,7 @@ func (a *agreement) halt() {
 // still open and the subscriptions are unconfirmed.
 func TestStatusAndReadinessAgreeThroughATakeover(t *testing.T) {
 	srv := natstest.Start(t)
-	portA, portB := freePort(t), freePort(t)
+	portA, portB := testproc.FreePort(t), testproc.FreePort(t)
 	watchA := watchAgreement(fmt.Sprintf("127.0.0.1:%d", portA))
 	defer watchA.halt()
 	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: portA})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,7 +25,7 @@ func TestClientEngineCreatesNothing(t *testing.T) {
 	srv := natstest.Start(t)
 	work := t.TempDir()   // the client's working directory: must stay empty
 	cfgDir := t.TempDir() // its configuration lives elsewhere
-	cfg := engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: freePort(t), WorkingDir: cfgDir}
+	cfg := engineConfig{NATSURL: srv.URL(), Role: "client", HTTPPort: testproc.FreePort(t), WorkingDir: cfgDir}
 	path := filepath.Join(cfgDir, "abi-engine.yaml")
 	if err := os.WriteFile(path, []byte(cfg.yaml()), 0o644); err != nil {
 		t.Fatal(err)
@@ -43,9 +44,9 @@ func TestClientEngineCreatesNothing(t *testing.T) {
 		t.Fatalf("a client engine wrote into its working directory: %v %v", entries, err)
 	}
 
-	auto1 := start(t, "auto1", engineConfig{NATSURL: srv.URL(), Role: "auto", HTTPPort: freePort(t)})
+	auto1 := start(t, "auto1", engineConfig{NATSURL: srv.URL(), Role: "auto", HTTPPort: testproc.FreePort(t)})
 	auto1.waitState("serving", 20*time.Second)
-	auto2 := start(t, "auto2", engineConfig{NATSURL: srv.URL(), Role: "auto", HTTPPort: freePort(t)})
+	auto2 := start(t, "auto2", engineConfig{NATSURL: srv.URL(), Role: "auto", HTTPPort: testproc.FreePort(t)})
 	auto2.waitState("client", 20*time.Second)
 	auto1.waitState("serving", time.Second)
 }
@@ -59,7 +60,7 @@ func TestZeroConfigRun(t *testing.T) {
 		l.Close()
 	}
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	p := startArgs(t, "zero-config", dir, port, nil, "run", "--http", "127.0.0.1:"+strconv.Itoa(port))
 	p.waitState("serving", 30*time.Second)
 	call := func(args ...string) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // TestSecretsAreNeverPrinted is issue 10 item 7: a password or a token in a URL (or
@@ -23,8 +24,8 @@ func TestSecretsAreNeverPrinted(t *testing.T) {
 	srv := natstest.Start(t, withUser("abi", password))
 	good := fmt.Sprintf("nats://abi:%s@%s", password, srv.Addr())    // the broker takes it
 	wrong := fmt.Sprintf("nats://abi:%s-x@%s", password, srv.Addr()) // the broker refuses it
-	unused := fmt.Sprintf("nats://abi:%s@127.0.0.1:%d", password, freePort(t))
-	tokenURL := fmt.Sprintf("nats://%s@127.0.0.1:%d", token, freePort(t))
+	unused := fmt.Sprintf("nats://abi:%s@127.0.0.1:%d", password, testproc.FreePort(t))
+	tokenURL := fmt.Sprintf("nats://%s@127.0.0.1:%d", token, testproc.FreePort(t))
 
 	var outputs []string
 	check := func(what, out string) {
@@ -101,7 +102,7 @@ func TestSecretsAreNeverPrinted(t *testing.T) {
 
 	// The log of a run: start, serve, a broker restart (disconnected, reconnected), a
 	// handover; and /status.
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	p := startArgs(t, "engine", dir, port, nil, "run", "--config",
 		config(fmt.Sprintf("url: %q", good), fmt.Sprintf("http: {listen: \"127.0.0.1:%d\"}\n", port)))
 	p.waitState("serving", 20*time.Second)

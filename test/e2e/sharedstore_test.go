@@ -15,6 +15,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // postgresDatabases returns ABI_TEST_POSTGRES_URL and a second database beside it
@@ -74,7 +75,7 @@ func TestStandbyOnAnotherDatabaseExits1(t *testing.T) {
 	first, second := postgresDatabases(t)
 	srv := natstest.Start(t)
 	kvOn := func(dsn string) string { return fmt.Sprintf("postgres, dsn: %q, table: e2e_proof", dsn) }
-	a := start(t, "a", engineConfig{NATSURL: srv.URL(), Rollout: "v1", KeyValue: kvOn(first), HTTPPort: freePort(t)})
+	a := start(t, "a", engineConfig{NATSURL: srv.URL(), Rollout: "v1", KeyValue: kvOn(first), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 30*time.Second)
 	tr, err := client.NewTransport(natstest.Connect(t, srv.URL()))
 	if err != nil {
@@ -89,7 +90,7 @@ func TestStandbyOnAnotherDatabaseExits1(t *testing.T) {
 		}
 	}
 
-	b := start(t, "b", engineConfig{NATSURL: srv.URL(), Rollout: "v2", KeyValue: kvOn(second), HTTPPort: freePort(t)})
+	b := start(t, "b", engineConfig{NATSURL: srv.URL(), Rollout: "v2", KeyValue: kvOn(second), HTTPPort: testproc.FreePort(t)})
 	if code := b.exitCode(30 * time.Second); code != 1 {
 		t.Fatalf("a standby on another database exited %d, want 1", code)
 	}
@@ -103,7 +104,7 @@ func TestStandbyOnAnotherDatabaseExits1(t *testing.T) {
 	}
 	a.waitState("serving", time.Second)
 
-	c := start(t, "c", engineConfig{NATSURL: srv.URL(), Rollout: "v3", KeyValue: kvOn(first), HTTPPort: freePort(t)})
+	c := start(t, "c", engineConfig{NATSURL: srv.URL(), Rollout: "v3", KeyValue: kvOn(first), HTTPPort: testproc.FreePort(t)})
 	c.waitState("standby", 30*time.Second)
 	c.waitLog("this standby reaches the serving engine's store", time.Second)
 	a.signal(syscall.SIGTERM)

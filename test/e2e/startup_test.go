@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -64,13 +65,13 @@ func TestStartFailsFast(t *testing.T) {
 			[]string{"cannot connect to NATS at nats://abi:", srv.Addr(), "authorization violation"}},
 		{"missing credentials file", fmt.Sprintf("url: %s\n  credentials: /nonexistent/abi.creds", srv.URL()),
 			[]string{"cannot connect to NATS at " + srv.URL(), "/nonexistent/abi.creds", "no such file or directory"}},
-		{"no broker there", "url: nats://127.0.0.1:" + fmt.Sprint(freePort(t)),
+		{"no broker there", "url: nats://127.0.0.1:" + fmt.Sprint(testproc.FreePort(t)),
 			[]string{"cannot connect to NATS at nats://127.0.0.1:", "connection refused", "gave up after"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			port := freePort(t)
+			port := testproc.FreePort(t)
 			path := writeConfig(t, dir, fmt.Sprintf("nats:\n  %s\n  connect_timeout_seconds: 1\nhttp: {listen: \"127.0.0.1:%d\"}\n", tc.nats, port))
 			p := startArgs(t, tc.name, dir, port, nil, "run", "--config", path)
 			if code := p.exitCode(30 * time.Second); code != 1 {
@@ -91,7 +92,7 @@ func TestStartFailsFast(t *testing.T) {
 // is waited for.
 func TestReconnectsForEverOnceStarted(t *testing.T) {
 	srv := natstest.Start(t)
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	dir := t.TempDir()
 	// lease 4 s: the engine fences 2 s after its last renewal, later than the 1 s bound.
 	path := writeConfig(t, dir, fmt.Sprintf("nats:\n  url: %s\n  connect_timeout_seconds: 1\n  engine: {lease_seconds: 4}\nhttp: {listen: \"127.0.0.1:%d\"}\n", srv.URL(), port))
@@ -136,12 +137,12 @@ func TestConfigCheckReportsCredentials(t *testing.T) {
 // Every engine here is given the same embedded address (not the default 4222, which
 // other tests on the machine may hold) and no URL.
 func TestRolesWithNoURL(t *testing.T) {
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen := fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t))
 	cfgDir := t.TempDir() // the configurations live apart from the working directories
 	engine := func(name, role string) (*proc, string) {
 		t.Helper()
 		work := t.TempDir()
-		port := freePort(t)
+		port := testproc.FreePort(t)
 		path := filepath.Join(cfgDir, name+".yaml")
 		yaml := fmt.Sprintf("nats:\n  embedded: {listen: %q, store_dir: data/nats}\n  connect_timeout_seconds: 1\n  engine: {lease_seconds: 2, drain_seconds: 1}\nhttp: {listen: \"127.0.0.1:%d\"}\n", listen, port)
 		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
@@ -204,11 +205,11 @@ func TestRolesWithNoURL(t *testing.T) {
 // signal.
 func TestSIGHUPHandsOver(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: 20, Drain: 1, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Lease: 20, Drain: 1, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	// Loaded, not only serving: a signal while Load returns is "stopped while loading".
 	a.waitHTTP("/readyz", 200, 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: 20, Drain: 1, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Lease: 20, Drain: 1, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	a.signal(syscall.SIGHUP)
 	if code := a.exitCode(30 * time.Second); code != 0 {

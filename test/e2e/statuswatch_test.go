@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/abi-engine/engine/internal/testproc"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestStatusWatchUnderLeastPrivilege(t *testing.T) {
 	watch.waitLog("bucket ABI_ENGINE does not exist): waiting for one", 20*time.Second)
 
 	edir := t.TempDir()
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t), WorkingDir: edir, NATSYAML: asUser(t, edir, "engine")})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t), WorkingDir: edir, NATSYAML: asUser(t, edir, "engine")})
 	a.waitState("serving", 20*time.Second)
 	id := a.instanceID()
 	watch.waitLog(id+" (rollout v1)", 30*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // cli runs an abi-engine command (not run) against url and returns it.
@@ -22,9 +23,9 @@ func cli(t *testing.T, name, url string, args ...string) *proc {
 // take as lines of their own.
 func TestStepDownUnderTrafficHasNoFailedCall(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 5, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 5, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 5, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 5, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idA, idB := a.instanceID(), b.instanceID()
 	watch := cli(t, "status --watch", srv.URL(), "status", "--watch")
@@ -65,11 +66,11 @@ func TestStepDownUnderTrafficHasNoFailedCall(t *testing.T) {
 // standing by. Before, --to v9 (no such standby) exits 3 and changes nothing.
 func TestStepDownToARolloutLeavesTheOthersWaiting(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	v2 := start(t, "v2", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	v2 := start(t, "v2", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t)})
 	v2.waitState("standby", 20*time.Second)
-	v3 := start(t, "v3", engineConfig{NATSURL: srv.URL(), Rollout: "v3", HTTPPort: freePort(t)})
+	v3 := start(t, "v3", engineConfig{NATSURL: srv.URL(), Rollout: "v3", HTTPPort: testproc.FreePort(t)})
 	v3.waitState("standby", 20*time.Second)
 	idA, id3 := a.instanceID(), v3.instanceID()
 	kv := leaseKV(t, srv.URL())
@@ -113,9 +114,9 @@ func TestStepDownToARolloutLeavesTheOthersWaiting(t *testing.T) {
 // "abi-engine loaded" once); every call sent after the takeover is answered.
 func TestHotStandbyTakesOverOneLeaseAfterAKill(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)}, "ABI_ENGINE_STANDBY=hot")
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t)}, "ABI_ENGINE_STANDBY=hot")
 	b.waitState("standby", 20*time.Second)
 	b.waitHTTP("/readyz", 200, 5*time.Second)
 	idB := b.instanceID()
@@ -145,9 +146,9 @@ func TestHotStandbyTakesOverOneLeaseAfterAKill(t *testing.T) {
 // standby of the successor, ready.
 func TestStepDownStayKeepsTheProcessAsAStandby(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 1, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idA := a.instanceID()
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/supervisor"
 )
@@ -39,7 +40,7 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 			}
 			return ""
 		}, "nats.embedded.listen 127.0.0.1:4222"},
-		{"a fixed listen address", func(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }, "nats.embedded.listen"},
+		{"a fixed listen address", func(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t)) }, "nats.embedded.listen"},
 		{"a random port", func(*testing.T) string { return "127.0.0.1:0" }, filepath.Join("data", "nats", "abi-engine.lock")},
 	}
 	for _, tc := range cases {
@@ -52,7 +53,7 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 			if listen := tc.listen(t); listen != "" {
 				writeConfig(t, dir, fmt.Sprintf("nats:\n  embedded: {listen: %q}\n  engine: {lease_seconds: 2, drain_seconds: 1}\n", listen))
 			}
-			firstPort := freePort(t)
+			firstPort := testproc.FreePort(t)
 			first := startArgs(t, "first", dir, firstPort, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", firstPort))
 			first.waitState("serving", 30*time.Second)
 			id := first.instanceID()
@@ -62,7 +63,7 @@ func TestTwoEnginesInOneDirectoryShareNoStore(t *testing.T) {
 			w.waitAcked(t, 200, 30*time.Second)
 			before := storeFiles(t, store)
 
-			secondPort := freePort(t)
+			secondPort := testproc.FreePort(t)
 			second := startArgs(t, "second", dir, secondPort, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", secondPort))
 			code := second.exitCode(60 * time.Second)
 			out := second.out.String()
@@ -126,7 +127,7 @@ func TestALockedStoreWithNoBrokerToReachRefusesTheStart(t *testing.T) {
 func TestAKilledEnginesLockIsLetGo(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "nats:\n  embedded: {listen: \"127.0.0.1:0\"}\n  engine: {lease_seconds: 2, drain_seconds: 1}\n")
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	first := startArgs(t, "first", dir, port, nil, "run", "--http", fmt.Sprintf("127.0.0.1:%d", port))
 	first.waitState("serving", 30*time.Second)
 	w := startWrites(t, brokerOf(t, first), 2)

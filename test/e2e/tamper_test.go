@@ -14,6 +14,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -122,9 +123,9 @@ func TestDeletedStoreEpochKeyUnderRollingDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 2, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: 2, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 2, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: 2, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idA, idB := a.instanceID(), b.instanceID()
 	w := startAckedWriter(t, srv.URL(), 4)
@@ -172,7 +173,7 @@ func TestDataBucketRecreatedWithATTLIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
 	id := a.instanceID()
 	w := startAckedWriter(t, srv.URL(), 2)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -76,9 +77,9 @@ func (s *session) start() error {
 func TestTransferAcrossAHandover(t *testing.T) {
 	srv := natstest.Start(t)
 	const drain = 3.0
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: drain, HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", Drain: drain, HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: drain, HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", Drain: drain, HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idA, idB := a.instanceID(), b.instanceID()
 	aOpens := openResponders(t, srv) // a standby accepts none

@@ -15,6 +15,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/testpki"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // secretFile writes content to name in dir, readable by its owner only, as a mounted
@@ -32,7 +33,7 @@ func secretFile(t *testing.T, dir, name, content string) string {
 // it serves, and checks `abi-engine status` reaches the broker with the same login.
 func serveWith(t *testing.T, dir, url, natsKeys string) {
 	t.Helper()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	writeConfig(t, dir, fmt.Sprintf(`nats:
   url: %q
   connect_timeout_seconds: 5
@@ -136,9 +137,9 @@ func TestConfigCheckNamesAMissingCertificate(t *testing.T) {
 // same configuration reaches it, and a connection without the token is refused.
 func TestEmbeddedBrokerTakesTheEnginesLogin(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	tok := secretFile(t, dir, "token", "dev-t0ken\n")
-	p := start(t, "engine", engineConfig{HTTPPort: freePort(t), WorkingDir: dir, KeyValue: "memory", Objects: "memory",
+	p := start(t, "engine", engineConfig{HTTPPort: testproc.FreePort(t), WorkingDir: dir, KeyValue: "memory", Objects: "memory",
 		NATSYAML: fmt.Sprintf("  embedded: {listen: \"127.0.0.1:%d\", store_dir: %q}\n  token_file: %q\n", port, filepath.Join(dir, "nats"), tok)})
 	p.waitState("serving", 20*time.Second)
 	if code, out := runCommand(t, dir, nil, "status"); code != 0 || !strings.Contains(out, p.instanceID()) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -27,9 +28,9 @@ const zombieCallers = 1000
 // queued and those callers waited out their timeout.
 func TestAResumedZombieAnswersWhatItFindsQueued(t *testing.T) {
 	srv := natstest.Start(t)
-	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: freePort(t)})
+	a := start(t, "A", engineConfig{NATSURL: srv.URL(), Rollout: "v1", HTTPPort: testproc.FreePort(t)})
 	a.waitState("serving", 20*time.Second)
-	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: freePort(t)})
+	b := start(t, "B", engineConfig{NATSURL: srv.URL(), Rollout: "v2", HTTPPort: testproc.FreePort(t)})
 	b.waitState("standby", 20*time.Second)
 	idB := b.instanceID()
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // TestSDKBench runs sdk_bench.py, the figures of the Python SDK against abi-engine
@@ -38,7 +39,7 @@ func TestSDKBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	e := startEngine(t, bin, "abi-engine", "", deployConfig(srv.URL(), secretFile, port), port)
 	e.waitState("serving", 60*time.Second)
 

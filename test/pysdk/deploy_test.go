@@ -12,6 +12,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // transfers says whether the engine serves the SDK's object transfers in protobuf: the
@@ -48,15 +49,15 @@ func TestRollingDeployUnderThePythonSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine := func(rollout string) *engineProc {
-		port := freePort(t)
+		port := testproc.FreePort(t)
 		return startEngine(t, bin, rollout, rollout, deployConfig(srv.URL(), secretFile, port), port)
 	}
 
 	serving := engine("v1")
 	serving.waitState("serving", 60*time.Second)
 	mods := []*moduleProc{
-		startModule(t, py, srv.URL(), token, "deploy.alpha", freePort(t)),
-		startModule(t, py, srv.URL(), token, "deploy.beta", freePort(t)),
+		startModule(t, py, srv.URL(), token, "deploy.alpha", testproc.FreePort(t)),
+		startModule(t, py, srv.URL(), token, "deploy.beta", testproc.FreePort(t)),
 	}
 	for _, m := range mods {
 		m.waitReady(60 * time.Second)

@@ -2,17 +2,16 @@ package pysdk
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testproc"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,38 +21,20 @@ import (
 // another program, so a wait polls its answer (HTTP, its output): there is no event to
 // wait on in this process.
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is one process the test started; its cleanup kills it if it still runs and
 // logs its output when the test failed.
 type proc struct {
 	t       testing.TB
 	name    string
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *testproc.Output
 	exited  chan struct{}
 	waitErr error
 }
 
 func startProc(t testing.TB, name, dir string, env []string, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, name: name, out: &testproc.Output{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), env...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // requiredEngine runs the Python engine test: its install (naas-abi-core and its
@@ -133,7 +134,7 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 
 	// Before the migration, abi-engine's doctor with the configuration abi-engine will
 	// run: the lease bucket the Python engine made is one abi-engine can use.
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	goConfig := deployConfig(srv.URL(), secretFile, port)
 	doctorFile := filepath.Join(dir, "doctor.yaml")
 	if err := os.WriteFile(doctorFile, []byte(goConfig), 0o644); err != nil {
@@ -161,7 +162,7 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod := startModule(t, sdkPy, srv.URL(), modToken, "migration.alpha", freePort(t))
+	mod := startModule(t, sdkPy, srv.URL(), modToken, "migration.alpha", testproc.FreePort(t))
 	mod.waitReady(60 * time.Second)
 	before := listModules(t, bin, srv.URL(), secretFile)[mod.id]
 	if len(before) != 1 || before[0].Status != "READY" {

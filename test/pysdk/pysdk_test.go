@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/internal/testproc"
 	"github.com/abi-engine/engine/primaries/keyvalue/bbolt"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
 	discoveryv1 "github.com/abi-engine/engine/proto/abi/discovery/v1"
@@ -118,16 +118,6 @@ func buildEngine(t *testing.T, dir string) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestPythonSDK runs test_sdk.py with the real client against a real engine.
 func TestPythonSDK(t *testing.T) {
 	if testing.Short() {
@@ -143,7 +133,7 @@ func TestPythonSDK(t *testing.T) {
 	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	// The key-value file holds, before the engine starts, a value larger than the
 	// broker's max payload, which only a parked reply can return: this package's set
 	// would need a request upload (abi.rpc.overflow, operation request).

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/abi-engine/engine/internal/testproc"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -24,7 +23,7 @@ type Engine struct {
 	t      testing.TB
 	cmd    *exec.Cmd
 	http   string
-	out    *syncBuffer
+	out    *testproc.Output
 	exited chan struct{}
 	err    error
 }
@@ -72,7 +71,7 @@ func StartEngine(t testing.TB, bin, natsURL string, secret []byte, c EngineConfi
 	if c.DrainSeconds > 0 {
 		drain = fmt.Sprintf(", drain_seconds: %g", c.DrainSeconds)
 	}
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	cfg := fmt.Sprintf(`nats:
   url: %q
   jwt_secret_file: %q
@@ -87,7 +86,7 @@ log: {level: info, format: json}
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{t: t, http: fmt.Sprintf("127.0.0.1:%d", port), out: &syncBuffer{}, exited: make(chan struct{})}
+	e := &Engine{t: t, http: fmt.Sprintf("127.0.0.1:%d", port), out: &testproc.Output{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(bin, "run", "--config", cfgFile)
 	e.cmd.Dir = dir
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
@@ -213,30 +212,3 @@ func (e *Engine) Gauge(name string) (float64, error) {
 
 // Output is what the engine printed so far.
 func (e *Engine) Output() string { return e.out.String() }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
