@@ -197,8 +197,9 @@ func (l Limits) ClientBytes() int64 { return int64(l.ClientMemoryMiB) << 20 }
 // SessionBytes is one session's limit in bytes.
 func (l Limits) SessionBytes() int64 { return int64(l.SessionMemoryMiB) << 20 }
 
-// RequestUploadBytes is one overflow upload's limit in bytes.
-func (l Limits) RequestUploadBytes() int64 { return int64(l.RequestUploadMiB) << 20 }
+// RequestUploadBytes is one overflow upload's limit in bytes: RequestUploadMiB, at most
+// MemoryMiB (no upload can hold more than the whole budget).
+func (l Limits) RequestUploadBytes() int64 { return int64(min(l.RequestUploadMiB, l.MemoryMiB)) << 20 }
 
 // SessionIdle is the idle expiry of a session.
 func (l Limits) SessionIdle() time.Duration { return seconds(l.SessionIdleSeconds) }

@@ -175,7 +175,7 @@
 // (retryable). limits.client_memory_mib (default 64) is one client's share of it, at
 // most limits.memory_mib, and limits.session_memory_mib (default 64) one session's (the
 // largest object a transfer moves; PAYLOAD_TOO_LARGE beyond), at most the client's share.
-// limits.request_upload_mib (default 256, 1 to limits.memory_mib) bounds one overflow
+// limits.request_upload_mib (default 256; cut to limits.memory_mib) bounds one overflow
 // upload, the largest request a protobuf call sends through abi.rpc.overflow
 // (PAYLOAD_TOO_LARGE beyond); it holds budget while it waits, like any session, so the
 // client's share bounds it too.

@@ -166,8 +166,10 @@ func (c *Config) checkLimits(issues []Issue) []Issue {
 	if l.SessionMemoryMiB < 1 || l.SessionMemoryMiB > l.ClientMemoryMiB {
 		bad(keyLimitsSession, itoa(l.SessionMemoryMiB), "must be a whole number of MiB from 1 to limits.client_memory_mib ("+itoa(l.ClientMemoryMiB)+")")
 	}
-	if l.RequestUploadMiB < 1 || l.RequestUploadMiB > l.MemoryMiB {
-		bad(keyLimitsRequest, itoa(l.RequestUploadMiB), "must be a whole number of MiB from 1 to limits.memory_mib ("+itoa(l.MemoryMiB)+")")
+	// Above limits.memory_mib it is cut to it (RequestUploadBytes), so a configuration
+	// that lowers the memory bound need not lower this one too.
+	if l.RequestUploadMiB < 1 || l.RequestUploadMiB > 1<<20 {
+		bad(keyLimitsRequest, itoa(l.RequestUploadMiB), "must be a whole number of MiB from 1 to 1048576")
 	}
 	if l.Sessions < 1 || l.Sessions > 4096 {
 		bad(keyLimitsSessions, itoa(l.Sessions), "must be a whole number from 1 to 4096")

@@ -129,7 +129,7 @@ func TestLimitsRules(t *testing.T) {
 		{"limits: {client_memory_mib: 300}\n", "limits.client_memory_mib"},
 		{"limits: {session_memory_mib: 65}\n", "limits.session_memory_mib"},
 		{"limits: {request_upload_mib: 0}\n", "limits.request_upload_mib"},
-		{"limits: {request_upload_mib: 257}\n", "limits.request_upload_mib"},
+		{"limits: {request_upload_mib: 1048577}\n", "limits.request_upload_mib"},
 		{"limits: {sessions: 0}\n", "limits.sessions"},
 		{"limits: {client_sessions: 65}\n", "limits.client_sessions"},
 		{"limits: {session_idle_seconds: 0}\n", "limits.session_idle_seconds"},
@@ -142,6 +142,11 @@ func TestLimitsRules(t *testing.T) {
 	c := mustParse(t, "limits: {memory_mib: 512, client_memory_mib: 128, session_memory_mib: 100}\n", nil)
 	if c.Limits.Bytes() != 512<<20 || c.Limits.ClientBytes() != 128<<20 || c.Limits.SessionBytes() != 100<<20 {
 		t.Fatalf("limits %+v", c.Limits)
+	}
+	// A memory bound below the default upload limit cuts it, and is valid as it is.
+	c = mustParse(t, "limits: {memory_mib: 96}\n", nil)
+	if c.Limits.RequestUploadBytes() != 96<<20 {
+		t.Fatalf("upload limit %d with memory_mib 96, want 96 MiB", c.Limits.RequestUploadBytes())
 	}
 	if got := Default().Limits.RuntimeMemoryLimit(); got != (256+RuntimeHeadroomMiB)<<20 {
 		t.Fatalf("runtime memory limit %d", got)
