@@ -43,14 +43,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_module(package, token=TOKEN, health_port=None, **env):
-    """naas-abi-module <package> --discovery-project pysdk, output to a pipe."""
+def start_module_argv(package):
+    """naas-abi-module <package> --discovery-project pysdk (the runner's module form,
+    as the console script does not put modules/ on the path)."""
+    return [sys.executable, "-m", "naas_abi_sdk.module_runner", package, "--url", URL, "--discovery-project", PROJECT]
+
+
+def module_env(token, health_port=None, **env):
     env = dict(os.environ, ABI_SERVICE_TOKEN=token, PYTHONPATH=str(MODULES), PYTHONDONTWRITEBYTECODE="1", **env)
     if health_port:
         env.update(ABI_HEALTH_PORT=str(health_port), ABI_HEALTH_HOST="127.0.0.1")
+    return env
+
+
+def start_module(package, token=TOKEN, health_port=None, **env):
+    """A module process with its output on a pipe."""
     return subprocess.Popen(
-        [sys.executable, "-m", "naas_abi_sdk.module_runner", package, "--url", URL, "--discovery-project", PROJECT],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_module_argv(package), env=module_env(token, health_port, **env),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
 
 
@@ -105,20 +115,65 @@ def ready_instance(module_id):
 
 def test_one_shot_module():
     """C12: a module whose run() makes its keyvalue and object calls (through the
-    services it declared) and returns: naas-abi-module exits 0, after a draining renew
-    and an unregister (module.py run_module's cleanup), so the registry has no instance
-    left at once: MODULE_NOT_FOUND, not waiting for the lease."""
-    proc = start_module("pysdk_oneshot")
-    try:
-        out, _ = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = out.decode(errors="replace")
+    services it declared) and returns: naas-abi-module exits 0. The broker's traffic,
+    tapped by a plain subscriber, shows what the SDK notes' §4.3 lists: register,
+    renew initialized, the module's calls, a draining renew and unregister (module.py
+    run_module's cleanup), so the registry has no instance left at once:
+    MODULE_NOT_FOUND, not waiting for the lease."""
+    import nats
+    from naas_abi_proto.discovery.v1 import discovery_pb2 as dpb
+
+    async def body():
+        nc = await nats.connect(URL)
+        seen = []
+
+        async def tap(msg):
+            op = msg.subject.rsplit(".", 1)[-1]
+            if msg.subject.startswith("abi.discovery."):
+                if op == "register":
+                    req = dpb.RegisterRequest.FromString(msg.data)
+                    seen.append(("register", req.descriptor.module_id, req.instance_id))
+                elif op == "renew":
+                    req = dpb.RenewRequest.FromString(msg.data)
+                    seen.append(("renew", req.initialized, req.draining, req.instance_id))
+                elif op == "unregister":
+                    seen.append(("unregister", dpb.UnregisterRequest.FromString(msg.data).instance_id))
+            else:
+                seen.append((msg.subject,))
+
+        await nc.subscribe(f"abi.discovery.{PROJECT}.v1.>", cb=tap)
+        await nc.subscribe("abi.svc.>", cb=tap)
+        await nc.flush()
+        proc = await asyncio.create_subprocess_exec(
+            *start_module_argv("pysdk_oneshot"), env=module_env(TOKEN),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), 90)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        await nc.flush()
+        await nc.close()
+        return proc.returncode, out.decode(errors="replace"), seen
+
+    code, text, seen = run(body())
     print(text)
-    assert proc.returncode == 0, text
+    assert code == 0, text
     assert "oneshot: checks passed" in text
+    register = [s for s in seen if s[0] == "register" and s[1] == "pysdk.oneshot"]
+    assert len(register) == 1, seen
+    instance = register[0][2]
+    mine = [s for s in seen if s[-1] == instance or len(s) == 1]
+    ops = [s[0] if s[0] != "renew" else ("renew", s[1], s[2]) for s in mine]
+    print("the module's traffic:", ops)
+    assert ops[0] == "register"
+    assert ops[1] == ("renew", True, False), "the initialized renew comes before run()"
+    calls = ops[2 : ops.index(("renew", True, True))]
+    assert "abi.svc.keyvalue.v1.set" in calls and "abi.svc.keyvalue.v1.delete" in calls
+    assert "abi.svc.object_storage.v1.transfer.open" in calls, "the module's 200 KB object went as a transfer"
+    assert ops[-2:] == [("renew", True, True), "unregister"], ops[-3:]
     assert run(lookup("pysdk.oneshot")) == "MODULE_NOT_FOUND"
 
 
@@ -137,7 +192,7 @@ def test_dependency_killed_and_replaced():
         # The consumer waits in wait_ready: registered, not READY, no probe yet.
         wait_for("the consumer registered", lambda: not isinstance(run(lookup("pysdk.consumer")), str), 60, consumer)
         assert ready(port)[0] == 0, "the probe listens before the dependency is READY"
-        assert not ready_instance("pysdk.consumer")
+        assert [i.status for i in run(lookup("pysdk.consumer"))] == ["STARTING"]
         provider = start_module("pysdk_module", PYSDK_MODULE_ID="pysdk.provider")
         first = wait_for("the provider READY", lambda: ready_instance("pysdk.provider"), 60, consumer, provider)
         wait_for("the consumer's /ready READY", lambda: ready(port) == (200, "READY"), 60, consumer)
