@@ -424,6 +424,7 @@ def test_transfer_contract():
         async with open_transfer(client._transport, prefix, "get", meta) as xfer:
             assert re.match(r"^[0-9a-f]{32}:", xfer.id), xfer.id
             assert 1024 <= xfer.chunk_bytes <= asked, (xfer.chunk_bytes, asked)
+            print(f"transfer open: id {xfer.id}, chunk_bytes {xfer.chunk_bytes} (asked {asked})")
             async with ABIClient(URL, other, timeout=5.0) as intruder:
                 with pytest.raises(RPCError) as e:
                     await intruder._transport.call(
