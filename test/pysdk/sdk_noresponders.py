@@ -8,8 +8,8 @@ Phases, each through the generated keyvalue client (ABIClient.keyvalue):
 - "short": get with timeout=1: the window is 0.5 s, so NoRespondersError at about
   0.5 s, not a timeout (the newest no_responders.py; an older SDK times out).
 - "calling", then "delayed": a set (timeout=10) made while nobody serves; the Go
-  test starts an engine, and the set succeeds if it serves within the window. The
-  value is then read back."""
+  test starts an engine 2 s later, and the set succeeds if it serves within the
+  window. The value is then read back."""
 
 import asyncio
 import json

@@ -243,6 +243,7 @@ def test_token_expires_while_the_module_runs():
     ended = time.time()
     text = out.decode(errors="replace")
     print(text)
+    print(f"the module exited {proc.returncode}, {ended - (now + 5):.1f} s after its token expired")
     assert proc.returncode != 0, text
     assert ended >= now + 5, "the module stopped before its token expired"
     assert "cannot recover from UNAUTHENTICATED" in text, text
