@@ -184,13 +184,16 @@ log: {level: info, format: json}
 	writeDescriptors(t, descriptors)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pytest := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "test_sdk.py", "test_discovery.py")
+	pytest := exec.CommandContext(ctx, py, pytestArgs("test_sdk.py", "test_discovery.py", "test_modules.py")...)
 	pytest.Env = append(os.Environ(),
 		"ABI_NATS_URL="+srv.URL(),
 		"ABI_TEST_TOKEN="+mint(secret, "sdk-ci", now),
 		"ABI_TEST_TOKEN_WRONG_SECRET="+mint([]byte("not the engine's secret, same length"), "sdk-ci", now),
 		"ABI_TEST_TOKEN_EXPIRED="+mint(secret, "sdk-ci", now.Add(-2*time.Hour)),
 		"ABI_TEST_TOKEN_API="+mint(secret, "api", now),
+		"ABI_TEST_TOKEN_OTHER="+mint(secret, "other", now),
+		// test_modules.py signs a token that expires while its module runs.
+		"ABI_TEST_SECRET_FILE="+secretFile,
 		"ABI_TEST_DESCRIPTORS="+descriptors,
 		fmt.Sprintf("ABI_TEST_METRICS=http://127.0.0.1:%d/metrics", port),
 		"ABI_TEST_BIG_KEY="+bigKey,
@@ -202,6 +205,20 @@ log: {level: info, format: json}
 	if err != nil {
 		t.Fatalf("pytest with the Python SDK failed: %v", err)
 	}
+}
+
+// pytestFilter names the variable whose value, when set, is passed to pytest as -k: to
+// run some of the Python checks while working on them.
+const pytestFilter = "ABI_TEST_PYTEST_K"
+
+// pytestArgs are the interpreter's arguments that run pytest on files, verbose, with
+// the checks' output, no cache in the work tree, and the -k of pytestFilter.
+func pytestArgs(files ...string) []string {
+	args := []string{"-m", "pytest", "-v", "-s", "-p", "no:cacheprovider"}
+	if k := os.Getenv(pytestFilter); k != "" {
+		args = append(args, "-k", k)
+	}
+	return append(args, files...)
 }
 
 // The value seedBigValue stores: bigSize bytes of "0123456789abcdef" repeated, three

@@ -399,3 +399,56 @@ def test_request_overflow():
         assert metric("abi_engine_open_sessions") == 0, "an upload or parked reply left open"
 
     run(with_client(TOKEN, body))
+
+
+def test_transfer_contract():
+    """C7 of the SDK notes (§7; §6 rows 3 and 4): the open reply of a transfer on the
+    object_storage prefix, through the SDK's own open_transfer. The id's owner part is
+    32 lowercase hex and a colon (else the SDK's transfer_subject raises "Invalid
+    transfer owner"); chunk_bytes lies between 1024 and what the SDK asked,
+    min(65536, max_payload // 2) (0 would make its put loop store an empty object). A
+    close by another caller is PERMISSION_DENIED and a repeated write sequence
+    CONFLICT (the Python engine's session codes), and neither ends the session."""
+    from naas_abi_proto.transfer.v1 import transfer_pb2 as tpb
+    from naas_abi_sdk.transfer import open_transfer, transfer_subject
+
+    prefix = "abi.svc.object_storage.v1.transfer"
+    other = os.environ["ABI_TEST_TOKEN_OTHER"]
+
+    async def body(client):
+        s = ObjectStorageService(client.object_storage)
+        await s.put_object("pysdk-c7", "a.bin", b"contract")
+        nc = await client._transport.connect()
+        asked = min(65536, nc.max_payload // 2)
+        meta = osp.GetObjectRequest(prefix="pysdk-c7", key="a.bin").SerializeToString()
+        async with open_transfer(client._transport, prefix, "get", meta) as xfer:
+            assert re.match(r"^[0-9a-f]{32}:", xfer.id), xfer.id
+            assert 1024 <= xfer.chunk_bytes <= asked, (xfer.chunk_bytes, asked)
+            print(f"transfer open: id {xfer.id}, chunk_bytes {xfer.chunk_bytes} (asked {asked})")
+            async with ABIClient(URL, other, timeout=5.0) as intruder:
+                with pytest.raises(RPCError) as e:
+                    await intruder._transport.call(
+                        transfer_subject(prefix, "close", xfer.id), tpb.CloseRequest(id=xfer.id), tpb.CloseResponse
+                    )
+                assert e.value.code == "PERMISSION_DENIED"
+            await xfer.start()
+            got = b"".join([d async for d, _ in xfer.fragments()])
+            assert got == b"contract", "another caller's close ended the owner's session"
+
+        put = osp.PutObjectRequest(prefix="pysdk-c7", key="b.bin").SerializeToString()
+        async with open_transfer(client._transport, prefix, "put", put) as xfer:
+            assert re.match(r"^[0-9a-f]{32}:", xfer.id), xfer.id
+            assert 1024 <= xfer.chunk_bytes <= asked
+            await xfer.write(b"first")
+            xfer.write_sequence = 0  # the SDK's own counter, moved back: a resent write
+            with pytest.raises(RPCError) as e:
+                await xfer.write(b"again")
+            assert e.value.code == "CONFLICT"
+            xfer.write_sequence = 1
+            await xfer.start()
+            async for _ in xfer.fragments():
+                pass
+        assert await s.get_object("pysdk-c7", "b.bin") == b"first", "the refused write was stored"
+        assert metric("abi_engine_open_sessions") == 0
+
+    run(with_client(TOKEN, body))
