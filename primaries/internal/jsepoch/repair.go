@@ -131,6 +131,13 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 			top = s
 		}
 	}
+	if top.epoch == 0 {
+		// Shards and no head anywhere: an adopter from no record between writing its
+		// shards and its batch. It has opened nothing yet, and there is no record to
+		// write back (settling "epoch 0" would write on B itself); an adoption from
+		// none sweeps such shards when it goes past them.
+		return epoch.Record{}, rep, nil
+	}
 	// The highest epoch named: a live check, or a marker naming a subject past every
 	// check (an advance stopped after its first step), which settle completes.
 	for hops := 0; !top.check; hops++ {

@@ -248,3 +248,27 @@ func TestCheckData(t *testing.T) {
 		}
 	}
 }
+
+// An adopter from no record writes its epoch's shards before B and the head (step 0):
+// a reader that finds B empty meanwhile sees check subjects with no head at all. It
+// reads no record and writes nothing. (Before, it settled "epoch 0", whose check
+// subject is B itself, and wrote a check message there: B then held a value no read
+// takes for an epoch, or, raced, the reader failed naming B as written by a stranger.)
+func TestShardsWithoutAHeadAreNoRecord(t *testing.T) {
+	ctx, j, r := newRecord(t)
+	if _, ok, err := r.settleShards(ctx, 3); err != nil || !ok {
+		t.Fatalf("the shards of epoch 3: %v, %v", ok, err)
+	}
+	rec, err := r.ReadEpoch(ctx)
+	if err != nil || rec != (epoch.Record{}) {
+		t.Fatalf("ReadEpoch with shards and no head = %+v, %v; want no record", rec, err)
+	}
+	if m, err := r.last(ctx, r.base); err != nil || m != nil {
+		t.Fatalf("B after the read: %v, %v; want it empty", m, err)
+	}
+	// The adopter goes on and its batch commits: it reads none as it did.
+	if _, err := epoch.Adopt(ctx, r, "S", 3); err != nil {
+		t.Fatalf("the adoption that wrote the shards: %v", err)
+	}
+	_ = j
+}
