@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -36,7 +37,12 @@ import (
 
 // maxRecoverRounds bounds recover's scans: each further round means an adopter moved
 // the record while this one read it.
-const maxRecoverRounds = 4
+const maxRecoverRounds = 6
+
+// firstRecoverPause is the pause before recover's second scan, doubled before each
+// later one (2, 4, 8, 16, 32 ms): time for an adopter caught between its shards and
+// its head to write the head (scan's patience).
+const firstRecoverPause = 2 * time.Millisecond
 
 // Repair says what a reader found wrong with B and what it did about it; the backend
 // logs it (a repair is never silent).
@@ -84,10 +90,19 @@ func found(m *js.RawStreamMsg) (what string, n uint64, ok bool) {
 // name a usable one; fallback is what ReadEpoch returns when no check subject exists
 // at all (a bucket that never held an epoch, or B naming one whose check was removed).
 func (r *Record) recover(ctx context.Context, what string, fallback epoch.Record, fallbackErr error) (epoch.Record, error) {
-	for range maxRecoverRounds {
-		rec, rep, err := r.scan(ctx, what)
+	pause := firstRecoverPause
+	for round := range maxRecoverRounds {
+		rec, rep, err := r.scan(ctx, what, round < maxRecoverRounds-1)
 		switch {
 		case errors.Is(err, epoch.ErrMoved):
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return epoch.Record{}, ctx.Err()
+			case <-t.C:
+			}
+			pause *= 2
 			continue
 		case err != nil:
 			return epoch.Record{}, err
@@ -104,13 +119,22 @@ func (r *Record) recover(ctx context.Context, what string, fallback epoch.Record
 
 // scan reads every check subject, supersedes the live checks below the highest, and
 // writes B again. The zero Record: no check subject exists.
-func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, error) {
+//
+// Shards of an epoch above the highest head, with no head of their own, are most often
+// an adopter between its shards and its head (advance's step 0, or an adoption from no
+// record before its batch), whose writes would all be refused if scan marked them.
+// While patient, scan leaves everything as it is and answers ErrMoved, so recover reads
+// again once the head is there; an adopter that never writes it (it stopped, or its
+// head was removed by hand) has its shards marked by the last round, so no write under
+// them commits.
+func (r *Record) scan(ctx context.Context, what string, patient bool) (epoch.Record, Repair, error) {
 	rep := Repair{Found: what}
 	epochs, shards, err := r.checkEpochs(ctx)
 	if err != nil || len(epochs) == 0 {
 		return epoch.Record{}, rep, err
 	}
 	var live []slot
+	var headless []uint64
 	top := slot{}
 	for _, n := range epochs {
 		m, err := r.last(ctx, r.checkSubject(n))
@@ -118,7 +142,8 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 			return epoch.Record{}, rep, fmt.Errorf("read the epoch check subject %s: %w", r.checkSubject(n), err)
 		}
 		if m == nil {
-			continue // a head removed by hand: its shards are marked below
+			headless = append(headless, n) // its shards are marked below, or waited for
+			continue
 		}
 		s, err := r.slotOf(n, m)
 		if err != nil {
@@ -147,6 +172,9 @@ func (r *Record) scan(ctx context.Context, what string) (epoch.Record, Repair, e
 		if top, err = r.pass(ctx, top); err != nil {
 			return epoch.Record{}, rep, err
 		}
+	}
+	if patient && slices.ContainsFunc(headless, func(n uint64) bool { return n > top.epoch }) {
+		return epoch.Record{}, rep, fmt.Errorf("%s: an adoption past epoch %d is under way: %w", r.base, top.epoch, epoch.ErrMoved)
 	}
 	for _, s := range live {
 		if s.epoch == top.epoch {

@@ -2,6 +2,7 @@ package jsepoch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -271,4 +272,40 @@ func TestShardsWithoutAHeadAreNoRecord(t *testing.T) {
 		t.Fatalf("the adoption that wrote the shards: %v", err)
 	}
 	_ = j
+}
+
+// A reader that repairs the record while an adopter is between its shards and its head
+// waits for the head rather than mark the adopter's shards, which would have every write
+// of the adopter refused although it holds the record (TestEpochContract's adoption race
+// met this); a scan that is no longer patient marks them, so shards an adopter left for
+// good never carry a write.
+func TestRepairWaitsForAnAdoptionUnderWay(t *testing.T) {
+	ctx, _, r := newRecord(t)
+	three, err := epoch.Adopt(ctx, r, "S", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := r.settleShards(ctx, 6); err != nil || !ok {
+		t.Fatalf("the shards of epoch 6: %v, %v", ok, err)
+	}
+	shardHolds := func(s uint32) string {
+		m, err := r.last(ctx, r.shardSubject(6, s))
+		if err != nil || m == nil {
+			t.Fatalf("shard %d of epoch 6: %v, %v", s, m, err)
+		}
+		return string(m.Data)
+	}
+	if _, _, err := r.scan(ctx, "deleted", true); !errors.Is(err, epoch.ErrMoved) {
+		t.Fatalf("a patient scan with epoch 6 under way = %v, want ErrMoved", err)
+	}
+	if got := shardHolds(0); got != "6" {
+		t.Fatalf("after a patient scan epoch 6's shard holds %q, want its check", got)
+	}
+	rec, _, err := r.scan(ctx, "deleted", false)
+	if err != nil || rec.Epoch != three.Epoch {
+		t.Fatalf("the last scan = %+v, %v; want epoch 3", rec, err)
+	}
+	if got := shardHolds(0); got == "6" {
+		t.Fatal("the last scan left epoch 6's shards live")
+	}
 }
