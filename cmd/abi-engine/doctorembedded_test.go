@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/abi-engine/engine/internal/testproc"
 	"strings"
 	"testing"
+
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // TestProcessDoctorOnTheEmbeddedBroker: on an engine's embedded broker, doctor reads the

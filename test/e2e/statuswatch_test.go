@@ -2,10 +2,11 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/abi-engine/engine/internal/testproc"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // TestStatusWatchUnderLeastPrivilege: status --watch, run under the status set of

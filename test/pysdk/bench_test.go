@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
-	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/abi-engine/engine/internal/testproc"
 )
 
@@ -31,14 +30,8 @@ func TestSDKBench(t *testing.T) {
 	bin := buildEngine(t, dir)
 	srv := natstest.Start(t, natstest.WithMaxPayload(8<<20))
 	secret := []byte("pysdk-bench-secret-0123456789abcdef")
-	secretFile := filepath.Join(dir, "jwt-secret")
-	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, err := servicetoken.Mint(secret, "sdk-bench", time.Now(), 4*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secretFile := secretFileIn(t, dir, secret)
+	token := tokenFor(t, secret, "sdk-bench", 4*time.Hour)
 	port := testproc.FreePort(t)
 	e := startEngine(t, bin, "abi-engine", "", deployConfig(srv.URL(), secretFile, port), port)
 	e.waitState("serving", 60*time.Second)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
-	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/abi-engine/engine/internal/testproc"
 )
 
@@ -40,14 +39,8 @@ func TestRollingDeployUnderThePythonSDK(t *testing.T) {
 	srv := natstest.Start(t)
 
 	secret := []byte("pysdk-deploy-secret-0123456789abcdef")
-	secretFile := filepath.Join(dir, "jwt-secret")
-	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, err := servicetoken.Mint(secret, "sdk-deploy", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secretFile := secretFileIn(t, dir, secret)
+	token := tokenFor(t, secret, "sdk-deploy", time.Hour)
 	engine := func(rollout string) *engineProc {
 		port := testproc.FreePort(t)
 		return startEngine(t, bin, rollout, rollout, deployConfig(srv.URL(), secretFile, port), port)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
-	"github.com/abi-engine/engine/internal/servicetoken"
 	"github.com/abi-engine/engine/internal/testproc"
 )
 
@@ -45,14 +43,8 @@ func TestPythonSDKWhileNoEngineServes(t *testing.T) {
 	srv := natstest.Start(t)
 
 	secret := []byte("pysdk-down-secret-0123456789abcdef")
-	secretFile := filepath.Join(dir, "jwt-secret")
-	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, err := servicetoken.Mint(secret, "sdk-down", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secretFile := secretFileIn(t, dir, secret)
+	token := tokenFor(t, secret, "sdk-down", time.Hour)
 	engine := func(name string) *engineProc {
 		port := testproc.FreePort(t)
 		cfg := fmt.Sprintf(`nats:

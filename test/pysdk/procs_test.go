@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/abi-engine/engine/internal/testproc"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/abi-engine/engine/internal/servicetoken"
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // The processes of the deploy tests: abi-engine, SDK clients, naas-abi-module. Each is
@@ -370,4 +372,25 @@ func waitRenewed(t testing.TB, bin, natsURL, secretFile string, mods []*modulePr
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// secretFileIn writes secret, the engine's HS256 service-token secret, into dir and
+// returns its path (nats.jwt_secret_file).
+func secretFileIn(t *testing.T, dir string, secret []byte) string {
+	t.Helper()
+	f := filepath.Join(dir, "jwt-secret")
+	if err := os.WriteFile(f, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// tokenFor is a service token for caller, signed with secret and valid for ttl from now.
+func tokenFor(t *testing.T, secret []byte, caller string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := servicetoken.Mint(secret, caller, time.Now(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

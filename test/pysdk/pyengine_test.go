@@ -107,14 +107,8 @@ func TestHandoverFromThePythonEngine(t *testing.T) {
 	srv := natstest.Start(t)
 
 	secret := "pysdk-pyengine-secret-0123456789abcdef"
-	secretFile := filepath.Join(dir, "jwt-secret")
-	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, err := servicetoken.Mint([]byte(secret), "sdk-migration", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secretFile := secretFileIn(t, dir, []byte(secret))
+	token := tokenFor(t, []byte(secret), "sdk-migration", time.Hour)
 
 	pyDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(pyDir, "config.yaml"), []byte(pyEngineConfig(srv.URL(), secret, true)), 0o644); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/abi-engine/engine/internal/testproc"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/abi-engine/engine/internal/testproc"
 )
 
 // Engine is a real abi-engine process serving the kernel services on a test's broker,
