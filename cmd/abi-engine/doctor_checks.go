@@ -131,6 +131,18 @@ func (d *doctor) checkLeaseBucket(parent context.Context) {
 	d.add(finding{Check: check, Verdict: verdictOK, Reason: what})
 }
 
+// existingReplicas judges an existing bucket's stream cfg against the configured
+// replicas (key): a bucket keeps the replicas it was made with, so a difference is a
+// warning with its fix; then the configured number against the cluster's size.
+func (d *doctor) existingReplicas(check, key string, cfg jetstream.StreamConfig, replicas int) (finding, bool) {
+	if has := max(cfg.Replicas, 1); has != replicas {
+		return finding{Check: check, Verdict: verdictWarn,
+			Reason: fmt.Sprintf("stream %s has R%d, %s asks for %d: an existing bucket keeps the replicas it has", cfg.Name, has, key, replicas),
+			Fix:    fmt.Sprintf("nats stream edit %s --replicas %d", cfg.Name, replicas)}, true
+	}
+	return d.replicasAgainstCluster(check, key, replicas)
+}
+
 // replicasAgainstCluster judges configured replicas against the cluster's size: more
 // than it has servers cannot be created; one on a cluster loses the bucket with its node.
 func (d *doctor) replicasAgainstCluster(check, key string, replicas int) (finding, bool) {
@@ -187,13 +199,7 @@ func (d *doctor) checkDataBucket(parent context.Context, spec jsbucket.Spec, key
 		d.add(finding{Check: check, Verdict: verdictOK, Reason: fmt.Sprintf("does not exist yet: the first engine creates it with file storage, no TTL, R%d", replicas)})
 		return
 	}
-	if has := max(cfg.Replicas, 1); has != replicas {
-		d.add(finding{Check: check, Verdict: verdictWarn,
-			Reason: fmt.Sprintf("stream %s has R%d, %s asks for %d: an existing bucket keeps the replicas it has", cfg.Name, has, key, replicas),
-			Fix:    fmt.Sprintf("nats stream edit %s --replicas %d", cfg.Name, replicas)})
-		return
-	}
-	if f, bad := d.replicasAgainstCluster(check, key, replicas); bad {
+	if f, bad := d.existingReplicas(check, key, cfg, replicas); bad {
 		d.add(f)
 		return
 	}

@@ -54,13 +54,7 @@ func (d *doctor) checkDiscoveryBucket(parent context.Context) {
 			Fix:    fmt.Sprintf("nats stream edit %s --max-msgs-per-subject 1", cfg.Name)})
 		return
 	}
-	if has := max(cfg.Replicas, 1); has != replicas {
-		d.add(finding{Check: check, Verdict: verdictWarn,
-			Reason: fmt.Sprintf("stream %s has R%d, %s asks for %d: an existing bucket keeps the replicas it has", cfg.Name, has, key, replicas),
-			Fix:    fmt.Sprintf("nats stream edit %s --replicas %d", cfg.Name, replicas)})
-		return
-	}
-	if f, bad := d.replicasAgainstCluster(check, key, replicas); bad {
+	if f, bad := d.existingReplicas(check, key, cfg, replicas); bad {
 		d.add(f)
 		return
 	}
