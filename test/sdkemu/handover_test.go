@@ -48,6 +48,11 @@ func TestUploadIsFetchedFromTheEngineThatHandedOver(t *testing.T) {
 
 	a.Signal(syscall.SIGTERM)
 	b.WaitState("serving", 30*time.Second)
+	// A goes on answering until it sees B answer at the broker (a call in that window
+	// is served, and may take the upload locally); only then is every call B's.
+	testwait.For(t, 30*time.Second, "A to stop accepting", func() bool {
+		return strings.Contains(a.Output(), "stopping accepting")
+	})
 	select {
 	case <-a.Exited():
 		t.Fatalf("A exited with an upload open, before its drain ended: %v", a.ExitErr())
