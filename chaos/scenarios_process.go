@@ -161,10 +161,11 @@ func pauseHolder(h *harness) error {
 			return err
 		}
 		pause := h.between(2*h.lease, 3*h.lease)
-		stopAt := h.fault(cur.nm, "SIGSTOP for %s", pause.Round(time.Millisecond))
 		if err := cur.p.Pause(); err != nil {
 			return err
 		}
+		// Recorded once the stop has taken effect: the engine surely answered nothing after.
+		stopAt := h.fault(cur.nm, "SIGSTOP for %s", pause.Round(time.Millisecond))
 		if err := h.sleep(pause); err != nil {
 			return err
 		}

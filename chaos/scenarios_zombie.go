@@ -91,10 +91,10 @@ func zombieWrite(h *harness) error {
 			return err
 		}
 		stalledAt := time.Now()
-		stopAt := h.fault(cur.nm, "SIGSTOP: its write to %q stalled after its lease check", key)
 		if err := cur.p.Pause(); err != nil {
 			return err
 		}
+		stopAt := h.fault(cur.nm, "SIGSTOP: its write to %q stalled after its lease check", key)
 		if err := h.waitFor(5*h.lease, standby.nm+" serving", func() bool { return standby.mon.current() == "serving" }); err != nil {
 			return err
 		}

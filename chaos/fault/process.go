@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/abi-engine/engine/internal/procstate"
 )
 
 // Process is a child process (an engine binary) that a scenario controls with signals.
@@ -120,8 +122,27 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // Kill sends SIGKILL.
 func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
 
-// Pause sends SIGSTOP.
-func (p *Process) Pause() error { return p.Signal(syscall.SIGSTOP) }
+// Pause sends SIGSTOP and returns once every thread of the process has stopped (or it
+// has exited): the stop takes effect after kill(2) returns, and on a loaded machine a
+// thread may run on for tens of milliseconds, answering calls the scenario sends as if
+// to a paused engine. Without /proc it returns once the signal is sent.
+func (p *Process) Pause() error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pauseBound)
+	defer cancel()
+	err := procstate.WaitStopped(ctx, p.PID())
+	switch {
+	case err == nil, errors.Is(err, procstate.ErrUnsupported), errors.Is(err, os.ErrNotExist):
+		return nil
+	default:
+		return fmt.Errorf("%s (pid %d): SIGSTOP: %w", p.Name, p.PID(), err)
+	}
+}
+
+// pauseBound is how long Pause waits for the stop to take effect.
+const pauseBound = 10 * time.Second
 
 // Resume sends SIGCONT.
 func (p *Process) Resume() error { return p.Signal(syscall.SIGCONT) }

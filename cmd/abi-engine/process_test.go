@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"github.com/abi-engine/engine/internal/testwait"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,7 +14,9 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/natstest"
+	"github.com/abi-engine/engine/internal/procstate"
 	"github.com/abi-engine/engine/internal/testproc"
+	"github.com/abi-engine/engine/internal/testwait"
 )
 
 // engineProcess is `abi-engine run` as a child process.
@@ -80,10 +81,16 @@ func (p *engineProcess) wait(t *testing.T, bound time.Duration) int {
 	}
 }
 
+// signal sends sig; a SIGSTOP returns once the process has stopped (see procstate).
 func (p *engineProcess) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
+	}
+	if sig == syscall.SIGSTOP {
+		if err := procstate.WaitStopped(t.Context(), p.cmd.Process.Pid); err != nil && !errors.Is(err, procstate.ErrUnsupported) {
+			t.Fatalf("SIGSTOP: %v", err)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/abi-engine/engine/internal/procstate"
 	"github.com/abi-engine/engine/internal/testproc"
 	"go.uber.org/goleak"
 )
@@ -170,10 +171,25 @@ func (p *proc) exitCode(d time.Duration) int {
 	return 0
 }
 
+// signal sends sig; a SIGSTOP returns once the process has stopped (see procstate).
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.t.Fatalf("signal %s to %s: %v", sig, p.name, err)
+	}
+	if sig == syscall.SIGSTOP {
+		waitStopped(p.t, p.name, p.cmd.Process.Pid)
+	}
+}
+
+// waitStopped waits until every thread of pid has stopped: a SIGSTOP takes effect after
+// kill(2) returns, and a thread that runs on answers calls sent to a "paused" engine.
+func waitStopped(t testing.TB, name string, pid int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := procstate.WaitStopped(ctx, pid); err != nil && !errors.Is(err, procstate.ErrUnsupported) {
+		t.Fatalf("SIGSTOP to %s: %v", name, err)
 	}
 }
 
