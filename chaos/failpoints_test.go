@@ -83,13 +83,14 @@ func TestDropRenewalReplyFailsServingGap(t *testing.T) {
 	failed(t, "handover", Options{Failpoints: Failpoints{Holder: "drop-renewal-reply"}}, "serving-gap")
 }
 
-// TestClockRateBeyondTheBoundFailsNoOverlap: a standby whose lease clock runs 2.5
-// times as fast takes over lease/2.5 after the holder's last renewal, before the
-// holder fences at lease/2: both answer for up to lease/10, less the successor's start.
-// A lease of 3 s keeps that window (300 ms) well above what the start costs: at 2 s a
-// loaded CI machine once proved no overlap in it.
+// TestClockRateBeyondTheBoundFailsNoOverlap: a standby whose lease clock runs 3 times
+// as fast takes over lease/3 after the holder's last renewal, before the holder fences
+// at lease/2: both answer for up to lease/6, less the successor's start. At lease 4 s
+// that window is 667 ms, while the holder's renewals (every lease/4) still come 333 ms
+// before the standby would judge it silent. A window of 200 ms (rate 2.5, lease 2 s)
+// proved no overlap in a clean CI run, and one of 300 ms none on a loaded machine.
 func TestClockRateBeyondTheBoundFailsNoOverlap(t *testing.T) {
-	failed(t, "clock-skew", Options{ClockRate: 2.5, Lease: 3 * time.Second}, "no-overlap")
+	failed(t, "clock-skew", Options{ClockRate: 3, Lease: 4 * time.Second}, "no-overlap")
 }
 
 // TestFastContenderFailsTakeoverAfterSilence: a standby whose lease clock runs 1.5

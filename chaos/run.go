@@ -167,7 +167,7 @@ func Scenarios() []Scenario {
 		},
 		{
 			Name:        "clock-skew",
-			Description: "one engine's lease clock runs 1.5 times as fast (fail point clock-rate) while the holder's lease connection alone is cut: safe while the rate ratio stays below lease/fence = 2",
+			Description: "one engine's lease clock runs --clock-rate times as fast (default 1.5; fail point clock-rate) while the holder's lease connection alone is cut: safe while the rate ratio stays below lease/fence = 2",
 			Failpoints:  true,
 			run:         clockSkew,
 		},
