@@ -92,18 +92,20 @@ func (a *primaryActor) Receive(c *actor.Context) {
 // started makes this instance the one that plays the role, unless Close has begun, and
 // carries on from the role the last instance left.
 func (a *primaryActor) started(c *actor.Context) {
+	stop := false
 	a.p.view.Update(func(v view) (view, bool) {
 		if v.closed {
 			a.inert = true
 			return v, false
 		}
 		v.live, v.pid, v.engine = a, c.PID(), c.Engine()
+		stop, v.stopAsked = v.stopAsked, false
 		return v, true
 	})
 	if a.inert {
 		return
 	}
-	a.resume(c)
+	a.resume(c, stop)
 	a.publish()
 }
 
@@ -114,7 +116,7 @@ func (a *primaryActor) Restart(c *actor.Context) {
 	if a.inert {
 		return
 	}
-	a.resume(c)
+	a.resume(c, false)
 	a.publish()
 }
 
@@ -138,9 +140,10 @@ func (a *primaryActor) stopped() {
 // resume carries on the role as the Primary kept it. A step that finished while no
 // instance ran reported to no one (a poisoned actor's mailbox is gone), so its result is
 // taken from the step; later reports reach this instance, as it is registered under the
-// same PID before it starts. Runs that Stop cancelled while no instance ran still
-// subscribe: they are stopped now.
-func (a *primaryActor) resume(c *actor.Context) {
+// same PID before it starts. When Stop was called while no instance ran (stop: the word
+// it left in the view), or a run was cancelled without its Stop under way (a crash in
+// between), the runs that still subscribe are stopped now.
+func (a *primaryActor) resume(c *actor.Context, stop bool) {
 	r := &a.p.role
 	var finished []*actors.RoleStep
 	for _, s := range r.steps {
@@ -152,7 +155,7 @@ func (a *primaryActor) resume(c *actor.Context) {
 		a.finish(c, s)
 	}
 	for _, run := range r.runs {
-		if run.ctx.Err() != nil && !run.stopping && !r.queue.StopQueued() {
+		if (stop || run.ctx.Err() != nil) && !run.stopping && !r.queue.StopQueued() {
 			a.take(c, &actors.RoleCommand{Msg: actors.Stop{}})
 			break
 		}

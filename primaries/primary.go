@@ -151,6 +151,8 @@ type view struct {
 	runs   []runView          // oldest first
 	steps  []*actors.RoleStep // the steps whose report the actor has not handled
 	closed bool               // Close has begun: no actor instance started later takes the role
+	// stopAsked: Stop was called while no actor instance ran; the next one takes it.
+	stopAsked bool
 
 	// The actor instance that plays the role now, nil when none runs; pid and engine
 	// are how to reach it.
@@ -292,8 +294,8 @@ func (p *Primary) SessionsFinished(ctx context.Context) error {
 // command; SessionsFinished (and Close) wait until those calls are answered, which takes
 // a broker round trip. Safe to call more than once.
 //
-// With no actor running, Stop cancels the runs' calls; the actor started next (or
-// Close) ends their subscriptions.
+// With no actor running, Stop cancels the runs' calls and leaves word in the view; the
+// actor started next takes the Stop (or Close ends the subscriptions).
 func (p *Primary) Stop() {
 	for {
 		v := p.view.Load()
@@ -303,19 +305,21 @@ func (p *Primary) Stop() {
 			}
 			continue // the actor went away before it took the command; ask the next or do without
 		}
-		var done bool
-		// Under the view's lock, so an actor that starts now sees the cancelled runs
-		// (resume) and ends their subscriptions.
+		// Under the view's lock, so that an actor starting now either was live before
+		// (and is asked) or finds the word (and takes the Stop in its Receive).
+		asked := false
 		p.view.Update(func(v view) (view, bool) {
-			if v.live == nil {
-				for _, rv := range v.runs {
-					rv.run.cancel(errStopped)
-				}
-				done = true
+			if v.live != nil {
+				return v, false
 			}
-			return v, false
+			asked, v.stopAsked = true, true
+			return v, true
 		})
-		if done {
+		if asked {
+			// The calls stop now: a run's context is its calls' signal, not the role's.
+			for _, rv := range p.view.Load().runs {
+				rv.run.cancel(errStopped)
+			}
 			return
 		}
 	}
