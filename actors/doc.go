@@ -20,4 +20,14 @@
 // The machine, the store and the status live in a struct the spawner owns, so an actor
 // that is killed (a panic, recovered by Recover and turned into an in-place restart)
 // picks them up again and the lease is kept.
+//
+// The member role protocol is here once, for every member that obeys the role messages
+// (the primaries, the transfer hosts, the discovery member, the jobs host): where a
+// role stands (RolePhase), a command as a member takes it from an actor or from one of
+// its methods (RoleCommand, RoleAsk, TakeRole) and the reply it owes (Answer,
+// RoleReply), the queue that begins the commands one step at a time (RoleQueue), the
+// step goroutine that reports to the member's actor by message and keeps its result
+// (StartStep, RoleStep, on a Group the member owns), and a method's wait for its
+// answer or the end of the actor instance (AskRole, AwaitRole). A member supplies only
+// its steps: what to subscribe, how to stop accepting, drain and stop.
 package actors

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +83,7 @@ type JobsHost struct {
 	// life ends every run for good (Close); every generation's contexts derive from it.
 	life    context.Context
 	endLife context.CancelFunc
-	runners sync.WaitGroup // every runner of every generation: Close waits for it
+	runners *Group // every runner of every generation: Close waits for it
 
 	// The role state, changed only from the actor.
 	current *generation            // the schedules running now; nil when halted
@@ -138,7 +137,7 @@ func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.D
 	}
 	life, endLife := context.WithCancel(context.Background())
 	return &JobsHost{jobs: jobs, log: log.Named("jobs"), onResult: onResult,
-		life: life, endLife: endLife, halting: map[uint64]*generation{}, ended: map[string]chan struct{}{}}, nil
+		life: life, endLife: endLife, runners: NewGroup(), halting: map[uint64]*generation{}, ended: map[string]chan struct{}{}}, nil
 }
 
 // Producer is the actor's producer.
@@ -151,17 +150,10 @@ func (h *JobsHost) Producer() actor.Producer {
 // cancels the runs): a stopped actor starts no runner.
 func (h *JobsHost) Close(ctx context.Context) error {
 	h.endLife()
-	done := make(chan struct{})
-	go func() {
-		h.runners.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("actors: a job's run did not return when cancelled: %w", ctx.Err())
+	if err := h.runners.Wait(ctx); err != nil {
+		return fmt.Errorf("actors: a job's run did not return when cancelled: %w", err)
 	}
+	return nil
 }
 
 func (h *JobsHost) loop(sched, runs context.Context, g *generation, j Job) {
@@ -206,27 +198,12 @@ type jobsActor struct {
 }
 
 func (a *jobsActor) Receive(c *actor.Context) {
+	if cmd, ok := TakeRole(c.Message(), c.Sender()); ok {
+		a.role(c, cmd)
+		return
+	}
 	h := a.h
-	from := c.Sender()
 	switch m := c.Message().(type) {
-	case Serve:
-		a.start(c, m.Epoch)
-		if from != nil {
-			c.Send(from, Accepting{From: c.PID(), On: true})
-		}
-	case StopAccepting:
-		// No new runs; the runs in progress get until the deadline.
-		a.halt(c, m.Deadline)
-		a.owe(c, from, Drained{From: c.PID()})
-		if from != nil {
-			c.Send(from, Accepting{From: c.PID(), On: false})
-		}
-	case Stop:
-		a.halt(c, time.Time{})
-		for _, g := range h.halting {
-			g.cancel()
-		}
-		a.owe(c, from, Down{From: c.PID()})
 	case runnerEnded:
 		a.runnerEnded(c, m.gen)
 	case runsDeadline:
@@ -243,6 +220,30 @@ func (a *jobsActor) Receive(c *actor.Context) {
 			g.cancel()
 		}
 		// No wait here: Close waits for the runners.
+	}
+}
+
+// role obeys a role command. The jobs host has no broker step: Serve and StopAccepting
+// are answered at once; Drained and Down once the runs they ended have returned.
+func (a *jobsActor) role(c *actor.Context, cmd *RoleCommand) {
+	h := a.h
+	switch m := cmd.Msg.(type) {
+	case Serve:
+		a.start(c, m.Epoch)
+		cmd.Answer(c, c.PID(), nil)
+	case StopAccepting:
+		// No new runs; the runs in progress get until the deadline.
+		a.halt(c, m.Deadline)
+		a.owe(c, cmd.From, Drained{From: c.PID()})
+		cmd.Answer(c, c.PID(), nil)
+	case Stop, CloseRole:
+		a.halt(c, time.Time{})
+		for _, g := range h.halting {
+			g.cancel()
+		}
+		a.owe(c, cmd.From, RoleReply(Stop{}, c.PID(), nil))
+		cmd.From = nil // answered once the runs have returned
+		cmd.Answer(c, c.PID(), nil)
 	}
 }
 
@@ -277,12 +278,8 @@ func (a *jobsActor) start(c *actor.Context, epoch uint64) {
 	h.current = g
 	e, self := c.Engine(), c.PID()
 	for _, j := range h.jobs {
-		g.live++
-		h.runners.Add(1)
 		prev, done := h.ended[j.Name], make(chan struct{})
-		h.ended[j.Name] = done
-		go func() {
-			defer h.runners.Done()
+		started := h.runners.Go(func() {
 			defer close(done)
 			if prev != nil {
 				select {
@@ -292,7 +289,11 @@ func (a *jobsActor) start(c *actor.Context, epoch uint64) {
 			}
 			h.loop(sctx, rctx, g, j)
 			e.Send(self, runnerEnded{gen: g.id})
-		}()
+		})
+		if started { // the group is never shut: always
+			g.live++
+			h.ended[j.Name] = done
+		}
 	}
 }
 

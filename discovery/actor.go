@@ -21,7 +21,8 @@ import (
 // nothing routed to this engine is lost, then the subscriptions' pending messages are
 // handled and every call answered. StopAccepting is bounded by its drain deadline;
 // Stop (fencing) by StopBound. The phase, the step running and the commands waiting
-// are the actor's own fields; the subscriptions and the call count live in the Member,
+// (package actors' member protocol: RolePhase, RoleQueue, StartStep) are the actor's
+// own fields; the subscriptions and the call count live in the Member,
 // so an actor restarted after a panic carries on with them.
 
 // StopBound bounds a Stop (fencing, the end of a drain): the Python engine's bound on
@@ -34,14 +35,8 @@ const (
 	pendingBytesLimit = 64 << 20
 )
 
-type phase int
-
-const (
-	phaseIdle phase = iota
-	phaseServing
-	phaseStopped
-)
-
+// The results of the steps, in their actors.RoleStep; unsubscribed comes from the stop
+// step before its end.
 type (
 	subscribed struct {
 		subs []*nats.Subscription
@@ -51,23 +46,17 @@ type (
 	answered     struct{ err error }
 )
 
-type roleCmd struct {
-	msg  any
-	from *actor.PID
-}
-
 // Spawn spawns the member's actor on e.
 func (m *Member) Spawn(e *actor.Engine) *actor.PID {
-	return e.Spawn(func() actor.Receiver { return &memberActor{m: m} }, "discovery", actors.SpawnOpts(m.cfg.Project)...)
+	return e.Spawn(func() actor.Receiver { return &memberActor{m: m, phase: actors.RoleIdle} }, "discovery", actors.SpawnOpts(m.cfg.Project)...)
 }
 
 type memberActor struct {
 	m     *Member
 	eng   *actor.Engine
 	self  *actor.PID
-	phase phase
-	step  string // "subscribe" or "stop" while one runs
-	queue []roleCmd
+	phase actors.RolePhase // idle, serving or stopped: the steps run between them
+	queue actors.RoleQueue // the command whose step runs, and those waiting for it
 	// Who waits for the running stop step: Accepting{false} once the UNSUBs are
 	// confirmed, then Drained or Down once every call is answered.
 	accepting, drained, down []*actor.PID
@@ -81,12 +70,18 @@ func (a *memberActor) Receive(c *actor.Context) {
 	case actor.Started:
 		a.eng, a.self = c.Engine(), c.PID()
 		if len(a.m.subs) > 0 {
-			a.phase = phaseServing
+			a.phase = actors.RoleServing
 		}
 	case actors.Serve, actors.StopAccepting, actors.Stop:
-		a.command(roleCmd{msg: msg, from: c.Sender()})
-	case subscribed:
-		a.subscribed(msg)
+		cmd, _ := actors.TakeRole(msg, c.Sender())
+		a.command(cmd)
+	case *actors.RoleStep:
+		switch r := msg.Result().(type) {
+		case subscribed:
+			a.subscribed(r)
+		case answered:
+			a.answered(r)
+		}
 	case unsubscribed:
 		if msg.err != nil {
 			a.m.log.Warn("the broker did not confirm the end of discovery's subscriptions", zap.Error(msg.err))
@@ -95,20 +90,24 @@ func (a *memberActor) Receive(c *actor.Context) {
 			a.eng.Send(p, actors.Accepting{From: a.self, On: false})
 		}
 		a.accepting = nil
-	case answered:
-		if msg.err != nil {
-			a.m.log.Warn("discovery stopped with calls unanswered", zap.Error(msg.err))
-		}
-		a.step, a.phase = "", phaseStopped
-		for _, p := range a.drained {
-			a.eng.Send(p, actors.Drained{From: a.self})
-		}
-		for _, p := range a.down {
-			a.eng.Send(p, actors.Down{From: a.self})
-		}
-		a.drained, a.down = nil, nil
-		a.next()
 	}
+}
+
+// answered ends the stop step: every call is answered, or its bound passed.
+func (a *memberActor) answered(m answered) {
+	if m.err != nil {
+		a.m.log.Warn("discovery stopped with calls unanswered", zap.Error(m.err))
+	}
+	a.queue.Done()
+	a.phase = actors.RoleStopped
+	for _, p := range a.drained {
+		a.eng.Send(p, actors.Drained{From: a.self})
+	}
+	for _, p := range a.down {
+		a.eng.Send(p, actors.RoleReply(actors.Stop{}, a.self, nil))
+	}
+	a.drained, a.down = nil, nil
+	a.next()
 }
 
 // Restart implements actors.Restarter: a step running goes on and reports to the same
@@ -118,96 +117,90 @@ func (a *memberActor) Restart(c *actor.Context) {
 	a.eng, a.self = c.Engine(), c.PID()
 }
 
-func (a *memberActor) command(cmd roleCmd) {
-	if a.step == "stop" {
+func (a *memberActor) command(cmd *actors.RoleCommand) {
+	if cur := a.queue.Current(); cur != nil && !isServe(cur) {
 		// A stop runs: a Stop or StopAccepting waits for the same end.
-		switch cmd.msg.(type) {
+		switch cmd.Msg.(type) {
 		case actors.Stop:
-			a.down = append(a.down, cmd.from)
+			a.down = append(a.down, cmd.From)
 			return
 		case actors.StopAccepting:
-			a.drained = append(a.drained, cmd.from)
-			a.eng.Send(cmd.from, actors.Accepting{From: a.self, On: false})
+			a.drained = append(a.drained, cmd.From)
+			cmd.Answer(a.eng, a.self, nil)
 			return
 		}
 	}
-	if a.step != "" {
-		a.queue = append(a.queue, cmd)
-		return
-	}
-	a.run(cmd)
+	a.queue.Push(cmd)
+	a.next()
 }
 
-func (a *memberActor) next() {
-	for a.step == "" && len(a.queue) > 0 {
-		cmd := a.queue[0]
-		a.queue = a.queue[1:]
-		a.run(cmd)
-	}
+func (a *memberActor) next() { a.queue.Run(a.run) }
+
+func isServe(cmd *actors.RoleCommand) bool {
+	_, ok := cmd.Msg.(actors.Serve)
+	return ok
 }
 
-func (a *memberActor) run(cmd roleCmd) {
-	switch msg := cmd.msg.(type) {
+// run begins cmd: it answers at once, or starts its step and reports true.
+func (a *memberActor) run(cmd *actors.RoleCommand) bool {
+	switch msg := cmd.Msg.(type) {
 	case actors.Serve:
-		if a.phase == phaseServing {
-			a.eng.Send(cmd.from, actors.Accepting{From: a.self, On: true})
-			return
+		if a.phase == actors.RoleServing {
+			cmd.Answer(a.eng, a.self, nil)
+			return false
 		}
-		a.step, a.queue = "subscribe", append([]roleCmd{}, a.queue...)
-		a.accepting = []*actor.PID{cmd.from} // the Serve's sender, answered by subscribed
-		a.m.stepStarted()
-		go func() {
-			defer a.m.stepEnded()
+		a.accepting = []*actor.PID{cmd.From} // the Serve's sender, answered by subscribed
+		return a.start(cmd, func() any {
 			subs, err := a.m.subscribe()
-			a.eng.Send(a.self, subscribed{subs: subs, err: err})
-		}()
+			return subscribed{subs: subs, err: err}
+		})
 	case actors.StopAccepting:
-		if a.phase != phaseServing {
-			a.eng.Send(cmd.from, actors.Accepting{From: a.self, On: false})
-			a.eng.Send(cmd.from, actors.Drained{From: a.self})
-			return
+		if a.phase != actors.RoleServing {
+			cmd.Answer(a.eng, a.self, nil)
+			a.eng.Send(cmd.From, actors.Drained{From: a.self})
+			return false
 		}
-		a.accepting, a.drained = []*actor.PID{cmd.from}, []*actor.PID{cmd.from}
-		a.stop(msg.Deadline)
+		a.accepting, a.drained = []*actor.PID{cmd.From}, []*actor.PID{cmd.From}
+		return a.stop(cmd, msg.Deadline)
 	case actors.Stop:
-		if a.phase != phaseServing {
-			a.eng.Send(cmd.from, actors.Down{From: a.self})
-			return
+		if a.phase != actors.RoleServing {
+			cmd.Answer(a.eng, a.self, nil)
+			return false
 		}
-		a.down = []*actor.PID{cmd.from}
-		a.stop(time.Now().Add(StopBound))
+		a.down = []*actor.PID{cmd.From}
+		return a.stop(cmd, time.Now().Add(StopBound))
 	}
+	return false
+}
+
+// start runs work as cmd's step on a goroutine of the member's steps group.
+func (a *memberActor) start(cmd *actors.RoleCommand, work func() any) bool {
+	_, ok := actors.StartStep(a.m.steps, a.eng, a.self, cmd, work)
+	return ok // the group is never shut
 }
 
 func (a *memberActor) subscribed(m subscribed) {
-	a.step = ""
+	a.queue.Done()
 	to := a.accepting
 	a.accepting = nil
-	if m.err != nil {
-		for _, p := range to {
-			a.eng.Send(p, actors.ServeFailed{From: a.self, Err: m.err})
-		}
-		a.next()
-		return
+	if m.err == nil {
+		a.m.subs, a.phase = m.subs, actors.RoleServing
 	}
-	a.m.subs, a.phase = m.subs, phaseServing
 	for _, p := range to {
-		a.eng.Send(p, actors.Accepting{From: a.self, On: true})
+		a.eng.Send(p, actors.RoleReply(actors.Serve{}, a.self, m.err))
 	}
 	a.next()
 }
 
 // stop ends the subscriptions and waits for every call, by deadline at the latest.
-func (a *memberActor) stop(deadline time.Time) {
+func (a *memberActor) stop(cmd *actors.RoleCommand, deadline time.Time) bool {
 	subs := a.m.subs
 	a.m.subs = nil
-	a.step = "stop"
-	a.m.stepStarted()
-	go func() {
-		defer a.m.stepEnded()
-		err := a.m.stopDelivery(deadline, subs, func(uerr error) { a.eng.Send(a.self, unsubscribed{err: uerr}) })
-		a.eng.Send(a.self, answered{err: err})
-	}()
+	eng, self := a.eng, a.self
+	return a.start(cmd, func() any {
+		err := a.m.stopDelivery(deadline, subs, func(uerr error) { eng.Send(self, unsubscribed{err: uerr}) })
+		return answered{err: err}
+	})
 }
 
 // subscribe subscribes the eight subjects in the queue group, then makes a round trip
@@ -253,37 +246,13 @@ func (m *Member) stopDelivery(deadline time.Time, subs []*nats.Subscription, con
 	return m.callsAnswered(ctx)
 }
 
-func (m *Member) stepStarted() {
-	m.mu.Lock()
-	m.steps++
-	if m.steps == 1 {
-		m.stepsIdle = make(chan struct{})
-	}
-	m.mu.Unlock()
-}
-
-func (m *Member) stepEnded() {
-	m.mu.Lock()
-	if m.steps--; m.steps == 0 {
-		close(m.stepsIdle)
-	}
-	m.mu.Unlock()
-}
-
 // Close ends what the member still serves, once its actor is gone (the engine poisons
 // it first): the subscriptions, confirmed, and the steps and calls running, waited for
 // until ctx ends.
 func (m *Member) Close(ctx context.Context) error {
-	m.mu.Lock()
-	steps := m.stepsIdle
-	m.mu.Unlock()
 	var errs []error
-	if steps != nil {
-		select {
-		case <-steps:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("discovery: a role step still runs: %w", ctx.Err()))
-		}
+	if err := m.steps.Wait(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("discovery: a role step still runs: %w", err))
 	}
 	if subs := m.subs; len(subs) > 0 {
 		m.subs = nil

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/abi-engine/engine/actors"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
 	pb "github.com/abi-engine/engine/proto/abi/discovery/v1"
 	"github.com/abi-engine/engine/protocol"
@@ -87,9 +88,8 @@ type Member struct {
 	mu    sync.Mutex
 	calls int
 	idle  chan struct{} // closed while calls is 0
-	// steps counts the actor's role steps running; stepsIdle is closed while none does.
-	steps     int
-	stepsIdle chan struct{}
+	// steps owns the actor's role steps (actors.StartStep); Close waits for them.
+	steps *actors.Group
 
 	// Touched only by the actor (its Receive and the steps it waits for).
 	subs []*nats.Subscription
@@ -111,7 +111,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	idle := make(chan struct{})
 	close(idle)
 	return &Member{cfg: cfg, log: cfg.Logger.With(zap.String("discovery", cfg.Project)),
-		slots: make(chan struct{}, cfg.MaxConcurrent), idle: idle}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrent), idle: idle, steps: actors.NewGroup()}, nil
 }
 
 // projectPattern is the Python engine's rule: the project is one subject token and part

@@ -1,6 +1,8 @@
 package primaries
 
 import (
+	"slices"
+
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/abi-engine/engine/actors"
@@ -32,7 +34,7 @@ import (
 // Stopped message leaves the Primary serving: send Stop before poisoning the actor, or
 // Close the Primary.
 func (p *Primary) Producer() actor.Producer {
-	return func() actor.Receiver { return &primaryActor{p: p} }
+	return func() actor.Receiver { return &primaryActor{p: p, gone: make(chan struct{})} }
 }
 
 // Spawn spawns the primary's actor on e as the engine does: kind "primary", the
@@ -48,6 +50,9 @@ type primaryActor struct {
 	// inert: started after Close had begun. It takes no part in the role and answers
 	// every command as a closed primary would.
 	inert bool
+	// gone is closed when this instance, having played the role, stops: a method
+	// waiting for its answer then knows none will come (actors.AwaitRole).
+	gone chan struct{}
 }
 
 var _ actors.Restarter = (*primaryActor)(nil)
@@ -63,13 +68,11 @@ func (a *primaryActor) Receive(c *actor.Context) {
 	case actor.Initialized:
 		return
 	}
-	var cmd *command
+	var cmd *actors.RoleCommand
 	switch m := c.Message().(type) {
-	case actors.Serve, actors.StopAccepting, actors.Stop:
-		cmd = &command{msg: m, to: c.Sender()}
-	case ask:
-		cmd = &command{msg: m.msg, reply: m.reply, ctx: m.ctx}
-	case *step:
+	case actors.Serve, actors.StopAccepting, actors.Stop, actors.RoleAsk:
+		cmd, _ = actors.TakeRole(m, c.Sender())
+	case *actors.RoleStep:
 		if !a.inert {
 			a.finish(c, m)
 			a.publish()
@@ -89,18 +92,20 @@ func (a *primaryActor) Receive(c *actor.Context) {
 // started makes this instance the one that plays the role, unless Close has begun, and
 // carries on from the role the last instance left.
 func (a *primaryActor) started(c *actor.Context) {
+	stop := false
 	a.p.view.Update(func(v view) (view, bool) {
 		if v.closed {
 			a.inert = true
 			return v, false
 		}
 		v.live, v.pid, v.engine = a, c.PID(), c.Engine()
+		stop, v.stopAsked = v.stopAsked, false
 		return v, true
 	})
 	if a.inert {
 		return
 	}
-	a.resume(c)
+	a.resume(c, stop)
 	a.publish()
 }
 
@@ -111,43 +116,47 @@ func (a *primaryActor) Restart(c *actor.Context) {
 	if a.inert {
 		return
 	}
-	a.resume(c)
+	a.resume(c, false)
 	a.publish()
 }
 
 // stopped is the instance's end: it no longer plays the role. The Primary keeps
 // serving; the next instance, or Close, takes over.
 func (a *primaryActor) stopped() {
+	wasLive := false
 	a.p.view.Update(func(v view) (view, bool) {
 		if v.live != a {
 			return v, false
 		}
+		wasLive = true
 		v.live, v.pid, v.engine = nil, nil, nil
 		return v, true
 	})
+	if wasLive {
+		close(a.gone)
+	}
 }
 
 // resume carries on the role as the Primary kept it. A step that finished while no
 // instance ran reported to no one (a poisoned actor's mailbox is gone), so its result is
 // taken from the step; later reports reach this instance, as it is registered under the
-// same PID before it starts. Runs that Stop cancelled while no instance ran still
-// subscribe: they are stopped now.
-func (a *primaryActor) resume(c *actor.Context) {
+// same PID before it starts. When Stop was called while no instance ran (stop: the word
+// it left in the view), or a run was cancelled without its Stop under way (a crash in
+// between), the runs that still subscribe are stopped now.
+func (a *primaryActor) resume(c *actor.Context, stop bool) {
 	r := &a.p.role
-	var finished []*step
+	var finished []*actors.RoleStep
 	for _, s := range r.steps {
-		select {
-		case <-s.done:
+		if s.Finished() {
 			finished = append(finished, s)
-		default:
 		}
 	}
 	for _, s := range finished {
 		a.finish(c, s)
 	}
 	for _, run := range r.runs {
-		if run.ctx.Err() != nil && !run.stopping && !r.stopQueued() {
-			a.take(c, &command{msg: actors.Stop{}})
+		if (stop || run.ctx.Err() != nil) && !run.stopping && !r.queue.StopQueued() {
+			a.take(c, &actors.RoleCommand{Msg: actors.Stop{}})
 			break
 		}
 	}
@@ -155,13 +164,13 @@ func (a *primaryActor) resume(c *actor.Context) {
 }
 
 // refuse answers a command as a closed primary does.
-func (a *primaryActor) refuse(c *actor.Context, cmd *command) {
-	switch cmd.msg.(type) {
+func (a *primaryActor) refuse(c *actor.Context, cmd *actors.RoleCommand) {
+	switch cmd.Msg.(type) {
 	case actors.Serve:
 		a.answer(c, cmd, ErrClosed)
 	case actors.StopAccepting:
 		a.answer(c, cmd, nil)
-		a.drained(c, cmd.to)
+		a.drained(c, cmd.From)
 	default:
 		a.answer(c, cmd, nil)
 	}
@@ -171,14 +180,15 @@ func (a *primaryActor) refuse(c *actor.Context, cmd *command) {
 func (a *primaryActor) publish() {
 	r := &a.p.role
 	a.p.view.Update(func(v view) (view, bool) {
-		if v.live != a || (v.phase == r.phase && sameRuns(v.runs, r.runs)) {
+		if v.live != a || (v.phase == r.phase && sameRuns(v.runs, r.runs) && slices.Equal(v.steps, r.steps)) {
 			return v, false
 		}
 		v.phase = r.phase
 		v.runs = make([]runView, len(r.runs))
 		for i, run := range r.runs {
-			v.runs[i] = runView{run: run, draining: run.draining}
+			v.runs[i] = viewOf(run)
 		}
+		v.steps = slices.Clone(r.steps)
 		return v, true
 	})
 }
@@ -188,9 +198,14 @@ func sameRuns(vs []runView, runs []*run) bool {
 		return false
 	}
 	for i, rv := range vs {
-		if rv.run != runs[i] || rv.draining != runs[i].draining {
+		if rv != viewOf(runs[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// viewOf is run as the view shows it.
+func viewOf(run *run) runView {
+	return runView{run: run, draining: run.draining, stopping: run.stopping, ms: run.ms}
 }

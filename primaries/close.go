@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/abi-engine/engine/actors"
 )
 
 // Close stops the primary for good and waits, bounded by ctx, for every goroutine it or
@@ -44,9 +48,7 @@ func (p *Primary) closeRole(ctx context.Context) error {
 		return old, !v.closed
 	})
 	if v.live != nil {
-		reply := make(chan error, 1)
-		v.engine.Send(v.pid, ask{msg: closeCmd{}, ctx: ctx, reply: reply})
-		err := p.await(ctx, v.live, reply)
+		err := p.askLive(ctx, v, actors.CloseRole{})
 		if !errors.Is(err, ErrNoActor) {
 			return err
 		}
@@ -56,44 +58,42 @@ func (p *Primary) closeRole(ctx context.Context) error {
 }
 
 // stopAlone stops the role once no actor instance can play it: the last one has
-// stopped (the view says so, which orders its last Receive before this) and none starts
-// after Close began. It cancels every run, waits for the steps the actor started, and
-// ends the subscriptions itself. The senders of commands still under way get no
-// answer: their actor is gone.
+// stopped (the view says so, which orders its last Receive, and so its last publish,
+// before this) and none starts after Close began. It works from that published view
+// and changes nothing of the role, which is the actor's: it cancels every run, waits
+// for the steps the actor started, and ends the subscriptions itself. The senders of
+// commands still under way get no answer: their actor is gone.
 func (p *Primary) stopAlone(ctx context.Context) error {
-	r := &p.role
-	for _, run := range r.runs {
-		run.cancel(errStopped)
-		run.draining = true
+	last := p.view.Load()
+	for _, rv := range last.runs {
+		rv.run.cancel(errStopped)
 	}
-	waitErr := p.steps.wait(ctx)
+	waitErr := p.steps.Wait(ctx)
 	// Even cut short, end what can be ended: a step still running keeps its result.
-	for _, s := range r.steps {
-		select {
-		case <-s.done:
-		default:
+	added := map[*run]micro.Service{} // micro services no actor was told of
+	for _, s := range last.steps {
+		if !s.Finished() {
 			continue
 		}
-		if m, ok := s.result.(subscribed); ok && m.ms != nil {
-			m.run.ms = m.ms // a micro service no actor was told of
+		if m, ok := s.Result().(subscribed); ok && m.ms != nil {
+			added[m.run] = m.ms
 		}
 	}
-	r.steps = r.steps[:0]
-	var end []*run // the steps of StopAccepting and Stop have ended the others
-	for _, run := range r.runs {
-		if !run.stopping {
-			run.stopping = true
-			end = append(end, run)
+	var end []ending // the steps of StopAccepting and Stop have ended the others
+	runs := make([]runView, len(last.runs))
+	for i, rv := range last.runs {
+		if !rv.stopping {
+			ms := rv.ms
+			if m := added[rv.run]; m != nil {
+				ms = m
+			}
+			end = append(end, ending{run: rv.run, ms: ms})
 		}
+		runs[i] = runView{run: rv.run, draining: true, stopping: true, ms: rv.ms}
 	}
 	p.endRuns(ctx, end)
-	r.cur, r.queue, r.closed, r.phase = nil, nil, true, phaseClosed
-	runs := make([]runView, len(r.runs))
-	for i, run := range r.runs {
-		runs[i] = runView{run: run, draining: true}
-	}
 	p.view.Update(func(v view) (view, bool) {
-		v.phase, v.runs = phaseClosed, runs
+		v.phase, v.runs, v.steps = actors.RoleClosed, runs, nil
 		return v, true
 	})
 	if waitErr != nil {
@@ -105,7 +105,7 @@ func (p *Primary) stopAlone(ctx context.Context) error {
 // quiesce waits until every step has ended and every run has answered everything and
 // its workers have returned.
 func (p *Primary) quiesce(ctx context.Context) error {
-	if err := p.steps.wait(ctx); err != nil {
+	if err := p.steps.Wait(ctx); err != nil {
 		return fmt.Errorf("steps still running: %w", err)
 	}
 	for _, rv := range p.view.Load().runs {

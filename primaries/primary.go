@@ -11,6 +11,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/internal/failpoint"
@@ -129,8 +130,8 @@ type Primary struct {
 	role roleState
 	// view is what the actor publishes for the methods: phase, runs, the live instance.
 	view *notify.Value[view]
-	// steps counts the step goroutines the actor started; Close waits for them.
-	steps *counter
+	// steps owns the step goroutines the actor started; Close waits for them.
+	steps *actors.Group
 	// base ends every step when Close gives up waiting (its ctx ended).
 	base       context.Context
 	cancelBase context.CancelCauseFunc
@@ -146,9 +147,12 @@ type Primary struct {
 // view is a published snapshot of the primary, read by the methods (InFlight, the
 // $SRV.STATS data, SessionsFinished, Close) without touching the actor's fields.
 type view struct {
-	phase  phase
-	runs   []runView // oldest first
-	closed bool      // Close has begun: no actor instance started later takes the role
+	phase  actors.RolePhase
+	runs   []runView          // oldest first
+	steps  []*actors.RoleStep // the steps whose report the actor has not handled
+	closed bool               // Close has begun: no actor instance started later takes the role
+	// stopAsked: Stop was called while no actor instance ran; the next one takes it.
+	stopAsked bool
 
 	// The actor instance that plays the role now, nil when none runs; pid and engine
 	// are how to reach it.
@@ -163,6 +167,10 @@ type runView struct {
 	// draining: its subscriptions are being (or have been) drained, and SessionsFinished
 	// waits until everything routed to them before the UNSUB has arrived.
 	draining bool
+	// stopping: a StopAccepting or Stop ends (or has ended) its subscriptions; ms is
+	// its micro service, nil until added. Close reads them once no actor runs.
+	stopping bool
+	ms       micro.Service
 }
 
 var _ sessions.Host = (*Primary)(nil)
@@ -219,9 +227,9 @@ func New(svc Service, cfg Config) (*Primary, error) {
 		// calls go to workers.
 		inline:     svc.Inline && cfg.Failpoints == nil,
 		observers:  observers,
-		role:       roleState{phase: phaseIdle},
-		view:       notify.New(view{phase: phaseIdle}),
-		steps:      newCounter(),
+		role:       roleState{phase: actors.RoleIdle},
+		view:       notify.New(view{phase: actors.RoleIdle}),
+		steps:      actors.NewGroup(),
 		base:       base,
 		cancelBase: cancel,
 		closing:    make(chan struct{}, 1),
@@ -286,32 +294,32 @@ func (p *Primary) SessionsFinished(ctx context.Context) error {
 // command; SessionsFinished (and Close) wait until those calls are answered, which takes
 // a broker round trip. Safe to call more than once.
 //
-// With no actor running, Stop cancels the runs' calls; the actor started next (or
-// Close) ends their subscriptions.
+// With no actor running, Stop cancels the runs' calls and leaves word in the view; the
+// actor started next takes the Stop (or Close ends the subscriptions).
 func (p *Primary) Stop() {
 	for {
 		v := p.view.Load()
 		if v.live != nil {
-			ack := make(chan error, 1)
-			v.engine.Send(v.pid, ask{msg: actors.Stop{}, reply: ack})
-			if err := p.await(context.Background(), v.live, ack); !errors.Is(err, ErrNoActor) {
+			if err := p.askLive(context.Background(), v, actors.Stop{}); !errors.Is(err, ErrNoActor) {
 				return
 			}
 			continue // the actor went away before it took the command; ask the next or do without
 		}
-		var done bool
-		// Under the view's lock, so an actor that starts now sees the cancelled runs
-		// (resume) and ends their subscriptions.
+		// Under the view's lock, so that an actor starting now either was live before
+		// (and is asked) or finds the word (and takes the Stop in its Receive).
+		asked := false
 		p.view.Update(func(v view) (view, bool) {
-			if v.live == nil {
-				for _, rv := range v.runs {
-					rv.run.cancel(errStopped)
-				}
-				done = true
+			if v.live != nil {
+				return v, false
 			}
-			return v, false
+			asked, v.stopAsked = true, true
+			return v, true
 		})
-		if done {
+		if asked {
+			// The calls stop now: a run's context is its calls' signal, not the role's.
+			for _, rv := range p.view.Load().runs {
+				rv.run.cancel(errStopped)
+			}
 			return
 		}
 	}
@@ -327,29 +335,16 @@ func (p *Primary) ask(ctx context.Context, msg any) error {
 	case v.live == nil:
 		return fmt.Errorf("primaries: %q: %w", p.svc.Name, ErrNoActor)
 	}
-	reply := make(chan error, 1)
-	v.engine.Send(v.pid, ask{msg: msg, ctx: ctx, reply: reply})
-	return p.await(ctx, v.live, reply)
+	return p.askLive(ctx, v, msg)
 }
 
-// await waits for reply, ctx, or the end of the actor instance a (then ErrNoActor).
-func (p *Primary) await(ctx context.Context, a *primaryActor, reply <-chan error) error {
-	for {
-		v, changed := p.view.Watch()
-		if v.live != a {
-			select {
-			case err := <-reply: // answered just before it stopped
-				return err
-			default:
-				return fmt.Errorf("primaries: %q: the actor stopped before it answered: %w", p.svc.Name, ErrNoActor)
-			}
-		}
-		select {
-		case err := <-reply:
-			return err
-		case <-changed:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+// askLive hands msg to the instance v shows live (actors.AskRole); its end before it
+// answered is ErrNoActor.
+func (p *Primary) askLive(ctx context.Context, v view, msg any) error {
+	tell := func(ask actors.RoleAsk) { v.engine.Send(v.pid, ask) }
+	err := actors.AskRole(ctx, tell, msg, v.live.gone)
+	if errors.Is(err, actors.ErrMemberGone) {
+		return fmt.Errorf("primaries: %q: the actor stopped before it answered: %w", p.svc.Name, ErrNoActor)
 	}
+	return err
 }

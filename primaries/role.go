@@ -17,56 +17,18 @@ import (
 	"github.com/abi-engine/engine/internal/epoch"
 )
 
-// phase is where the primary's role stands.
-type phase int
-
-const (
-	phaseIdle              phase = iota + 1 // serves nothing, no step under way
-	phaseSubscribing                        // Serve: adding the micro service, confirming it at the broker
-	phaseServing                            // a run takes new calls
-	phaseStoppingAccepting                  // StopAccepting: ending the subscriptions, confirming the UNSUB
-	phaseDraining                           // no run takes new calls; a stopped one still answers what it received
-	phaseStopping                           // Stop: waiting for the connection, ending the subscriptions, confirming
-	phaseStopped                            // Stop is done; Serve may start again
-	phaseClosed                             // Close: stopped for good
-)
-
-func (ph phase) String() string {
-	switch ph {
-	case phaseIdle:
-		return "idle"
-	case phaseSubscribing:
-		return "subscribing"
-	case phaseServing:
-		return "serving"
-	case phaseStoppingAccepting:
-		return "stopping-accepting"
-	case phaseDraining:
-		return "draining"
-	case phaseStopping:
-		return "stopping"
-	case phaseStopped:
-		return "stopped"
-	case phaseClosed:
-		return "closed"
-	default:
-		return fmt.Sprintf("phase(%d)", int(ph))
-	}
-}
-
 // roleState is the role. It lives in the Primary rather than in the actor so that the
 // instance spawned after the last one was poisoned carries on the commands under way
 // and answers their senders (docs/design.md §3); the instance restarted in place after a panic
 // keeps it anyway. Only Receive touches it: instances never overlap (the next starts
 // once the last has stopped), and Close touches it only once no instance can run.
 type roleState struct {
-	phase   phase
-	cur     *command   // the command whose broker step runs; nil when none
-	queue   []*command // commands received since, in order
-	steps   []*step    // steps under way or finished, whose report is not handled yet
-	runs    []*run     // runs not yet finished, oldest first; at most the last accepts
-	stopped bool       // the last command to finish was a Stop
-	closed  bool       // Close: Serve is refused from now on
+	phase   actors.RolePhase
+	queue   actors.RoleQueue   // the command whose broker step runs, and those received since
+	steps   []*actors.RoleStep // steps under way or finished, whose report is not handled yet
+	runs    []*run             // runs not yet finished, oldest first; at most the last accepts
+	stopped bool               // the last command to finish was a Stop
+	closed  bool               // Close: Serve is refused from now on
 	// epoch is the epoch adopted in Config.Fence for the run that accepts, when
 	// adopted is set; a Stop unsets it, so the next Serve adopts again.
 	epoch   uint64
@@ -80,45 +42,6 @@ func (r *roleState) accepting() *run {
 	}
 	return nil
 }
-
-// stopQueued reports whether a Stop (or Close) runs or waits.
-func (r *roleState) stopQueued() bool {
-	for _, cmd := range append([]*command{r.cur}, r.queue...) {
-		if cmd != nil && cmd.stops() {
-			return true
-		}
-	}
-	return false
-}
-
-// command is a role command waiting for, or under, its broker step.
-type command struct {
-	msg   any             // actors.Serve, actors.StopAccepting, actors.Stop or closeCmd
-	to    *actor.PID      // the role message's sender, to answer; nil for a method's command
-	reply chan<- error    // a method's answer (buffered, one value); nil for a role message
-	ctx   context.Context // a method's bound on its broker step; nil: the Primary's lifetime
-}
-
-func (cmd *command) stops() bool {
-	switch cmd.msg.(type) {
-	case actors.Stop, closeCmd:
-		return true
-	}
-	return false
-}
-
-// Messages the actor takes besides the role messages of package actors.
-type (
-	// ask is a role command from a method of the Primary (Serve, StopAccepting, Stop,
-	// Close): the same command as the role message, answered on reply.
-	ask struct {
-		msg   any
-		ctx   context.Context
-		reply chan error
-	}
-	// closeCmd is Close's command: Stop, for good.
-	closeCmd struct{}
-)
 
 // The results of the steps (steps.go), which reach the actor inside their *step.
 type (
@@ -155,9 +78,9 @@ type (
 
 // take receives a role command: its immediate part now, its step once the commands
 // before it are done.
-func (a *primaryActor) take(c *actor.Context, cmd *command) {
+func (a *primaryActor) take(c *actor.Context, cmd *actors.RoleCommand) {
 	r := &a.p.role
-	if cmd.stops() {
+	if cmd.Stops() {
 		// Cancelling needs no I/O, so running calls stop now even while an earlier step
 		// still waits for the broker. Every run is drained once the step begins, so
 		// SessionsFinished waits from now on for what is still routed to it.
@@ -165,103 +88,93 @@ func (a *primaryActor) take(c *actor.Context, cmd *command) {
 			run.cancel(errStopped)
 			run.draining = true
 		}
-		if _, ok := cmd.msg.(closeCmd); ok {
+		if cmd.Closes() {
 			r.closed = true
 		}
 		r.adopted = false // the next Serve adopts its epoch again
-		if _, ok := cmd.msg.(actors.Stop); ok && cmd.reply != nil {
+		if _, ok := cmd.Msg.(actors.Stop); ok && cmd.Reply != nil {
 			a.publish()
-			cmd.reply <- nil // Stop the method returns once the command is taken
-			cmd.reply = nil
+			cmd.Answer(c, c.PID(), nil) // Stop the method returns once the command is taken
 		}
 	}
-	r.queue = append(r.queue, cmd)
+	r.queue.Push(cmd)
 	a.next(c)
 }
 
 // next begins the commands waiting, in order, until one starts a broker step.
 func (a *primaryActor) next(c *actor.Context) {
-	r := &a.p.role
-	for r.cur == nil && len(r.queue) > 0 {
-		cmd := r.queue[0]
-		r.queue[0] = nil
-		r.queue = r.queue[1:]
-		a.begin(c, cmd)
-	}
+	a.p.role.queue.Run(func(cmd *actors.RoleCommand) bool { return a.begin(c, cmd) })
 	a.settle()
 }
 
-// begin starts cmd's broker step, or answers it at once when there is nothing to do.
-func (a *primaryActor) begin(c *actor.Context, cmd *command) {
+// begin starts cmd's broker step and reports true, or answers it at once when there is
+// nothing to do.
+func (a *primaryActor) begin(c *actor.Context, cmd *actors.RoleCommand) (stepped bool) {
 	p, r := a.p, &a.p.role
-	switch m := cmd.msg.(type) {
+	switch m := cmd.Msg.(type) {
 	case actors.Serve:
 		if r.closed {
 			a.answer(c, cmd, fmt.Errorf("primaries: serve %q: %w", p.svc.Name, ErrClosed))
-			return
+			return false
 		}
 		run := r.accepting()
 		if run != nil && run.confirmed {
 			if p.cfg.Fence == nil || (r.adopted && r.epoch == m.Epoch) {
 				a.answer(c, cmd, nil)
-				return
+				return false
 			}
 			// Serving, told another epoch (a deferred bump): adopt it, keep serving.
-			r.cur = cmd
-			ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+			ctx, cancel := p.stepContext(cmd.Ctx, time.Time{})
 			ctx = adoptContext(ctx, m)
-			a.start(c, func() any { defer cancel(); return p.adopt(ctx, m.Epoch) })
-			return
+			return a.start(c, cmd, func() any { defer cancel(); return p.adopt(ctx, m.Epoch) })
 		}
 		if run == nil {
 			run = newRun()
 			// Listed before it subscribes, so its calls count in InFlight from the first.
 			r.runs = append(r.runs, run)
 		}
-		r.cur = cmd
-		ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
+		ctx, cancel := p.stepContext(cmd.Ctx, time.Time{})
 		ctx = adoptContext(ctx, m)
 		ms := run.ms // set when an earlier Serve added it but the broker did not confirm
-		a.start(c, func() any { defer cancel(); return p.subscribe(ctx, run, ms, m.Epoch) })
+		return a.start(c, cmd, func() any { defer cancel(); return p.subscribe(ctx, run, ms, m.Epoch) })
 	case actors.StopAccepting:
 		run := r.accepting()
 		if run == nil {
 			a.answer(c, cmd, nil)
-			a.drained(c, cmd.to)
-			return
+			a.drained(c, cmd.From)
+			return false
 		}
 		run.stopping, run.draining = true, true
-		r.cur = cmd
-		ctx, cancel := p.stepContext(cmd.ctx, m.Deadline)
+		ctx, cancel := p.stepContext(cmd.Ctx, m.Deadline)
 		ms := run.ms
-		a.start(c, func() any { defer cancel(); return p.stopAccepting(ctx, run, ms) })
-	case actors.Stop, closeCmd:
-		var runs []*run
+		return a.start(c, cmd, func() any { defer cancel(); return p.stopAccepting(ctx, run, ms) })
+	case actors.Stop, actors.CloseRole:
+		var runs []ending
 		for _, run := range r.runs {
 			if !run.stopping {
 				run.stopping = true
-				runs = append(runs, run)
+				runs = append(runs, ending{run: run, ms: run.ms})
 			}
 		}
 		if len(runs) == 0 {
 			a.down(c, cmd)
-			return
+			return false
 		}
-		r.cur = cmd
-		ctx, cancel := p.stepContext(cmd.ctx, time.Time{})
-		a.start(c, func() any { defer cancel(); p.endRuns(ctx, runs); return down{} })
+		ctx, cancel := p.stepContext(cmd.Ctx, time.Time{})
+		return a.start(c, cmd, func() any { defer cancel(); p.endRuns(ctx, runs); return down{} })
 	}
+	return false
 }
 
 // finish handles the report of step s (once: resume may have handled it already).
-func (a *primaryActor) finish(c *actor.Context, s *step) {
+func (a *primaryActor) finish(c *actor.Context, s *actors.RoleStep) {
 	r := &a.p.role
 	i := slices.Index(r.steps, s)
 	if i < 0 {
 		return
 	}
 	r.steps = slices.Delete(r.steps, i, i+1)
-	switch m := s.result.(type) {
+	switch m := s.Result().(type) {
 	case subscribed:
 		a.subscribed(c, m)
 	case adopted:
@@ -277,11 +190,7 @@ func (a *primaryActor) finish(c *actor.Context, s *step) {
 }
 
 // done ends the command in progress and returns it.
-func (a *primaryActor) done() *command {
-	cmd := a.p.role.cur
-	a.p.role.cur = nil
-	return cmd
-}
+func (a *primaryActor) done() *actors.RoleCommand { return a.p.role.queue.Done() }
 
 func (a *primaryActor) subscribed(c *actor.Context, m subscribed) {
 	cmd, run := a.done(), m.run
@@ -315,11 +224,10 @@ func (a *primaryActor) adopted(c *actor.Context, m adopted) {
 func (a *primaryActor) unsubConfirmed(c *actor.Context, m unsubConfirmed) {
 	cmd := a.done()
 	a.answer(c, cmd, m.err) // confirmed or not, the drain answers what arrives
-	if cmd.to != nil {
-		m.run.drainTo = append(m.run.drainTo, cmd.to)
+	if cmd.From != nil {
+		m.run.drainTo = append(m.run.drainTo, cmd.From)
 	}
-	sa, _ := cmd.msg.(actors.StopAccepting)
-	a.watch(c, m.run, sa.Deadline)
+	a.watch(c, m.run, cmd.Deadline())
 }
 
 func (a *primaryActor) runDrained(c *actor.Context, m drained) {
@@ -346,7 +254,7 @@ func (a *primaryActor) runDrained(c *actor.Context, m drained) {
 
 // down answers a Stop (or Close) whose runs have ended their subscriptions, and has the
 // cancelled runs watched until they can be forgotten.
-func (a *primaryActor) down(c *actor.Context, cmd *command) {
+func (a *primaryActor) down(c *actor.Context, cmd *actors.RoleCommand) {
 	r := &a.p.role
 	r.stopped = true
 	// Before the answer: Close, told next, waits for these steps too.
@@ -364,7 +272,7 @@ func (a *primaryActor) watch(c *actor.Context, run *run, deadline time.Time) {
 	p := a.p
 	run.watched = true
 	ctx, cancel := p.stepContext(nil, deadline)
-	a.start(c, func() any { defer cancel(); return drained{run: run, err: run.finished(ctx, true)} })
+	a.start(c, nil, func() any { defer cancel(); return drained{run: run, err: run.finished(ctx, true)} })
 }
 
 // forget drops a run that never served.
@@ -382,31 +290,14 @@ func (a *primaryActor) drop(done *run) {
 	}
 }
 
-// answer tells cmd's sender how its command ended.
-func (a *primaryActor) answer(c *actor.Context, cmd *command, err error) {
-	if cmd.reply != nil {
-		if !a.inert {
-			a.settle()
-			a.publish() // the method's caller reads the view next
-		}
-		cmd.reply <- err
-		cmd.reply = nil
+// answer tells cmd's sender how its command ended (actors.RoleCommand.Answer); a
+// method's caller reads the view next, so it is published first.
+func (a *primaryActor) answer(c *actor.Context, cmd *actors.RoleCommand, err error) {
+	if cmd.Reply != nil && !a.inert {
+		a.settle()
+		a.publish()
 	}
-	if cmd.to == nil {
-		return
-	}
-	switch cmd.msg.(type) {
-	case actors.Serve:
-		if err != nil {
-			c.Send(cmd.to, actors.ServeFailed{From: c.PID(), Err: err})
-			return
-		}
-		c.Send(cmd.to, actors.Accepting{From: c.PID(), On: true})
-	case actors.StopAccepting:
-		c.Send(cmd.to, actors.Accepting{From: c.PID(), On: false})
-	case actors.Stop:
-		c.Send(cmd.to, actors.Down{From: c.PID()})
-	}
+	cmd.Answer(c, c.PID(), err)
 }
 
 // drained tells a StopAccepting sender that the run it stopped has nothing left open.
@@ -419,29 +310,29 @@ func (a *primaryActor) drained(c *actor.Context, to *actor.PID) {
 // settle sets the phase from the role.
 func (a *primaryActor) settle() {
 	r := &a.p.role
-	switch {
-	case r.cur != nil:
-		switch r.cur.msg.(type) {
+	switch cur := r.queue.Current(); {
+	case cur != nil:
+		switch cur.Msg.(type) {
 		case actors.Serve:
-			r.phase = phaseSubscribing
+			r.phase = actors.RoleSubscribing
 			if run := r.accepting(); run != nil && run.confirmed {
-				r.phase = phaseServing // adopting another epoch while serving
+				r.phase = actors.RoleServing // adopting another epoch while serving
 			}
 		case actors.StopAccepting:
-			r.phase = phaseStoppingAccepting
+			r.phase = actors.RoleStoppingAccepting
 		default:
-			r.phase = phaseStopping
+			r.phase = actors.RoleStopping
 		}
 	case r.closed:
-		r.phase = phaseClosed
+		r.phase = actors.RoleClosed
 	case r.accepting() != nil:
-		r.phase = phaseServing
+		r.phase = actors.RoleServing
 	case r.stopped:
-		r.phase = phaseStopped
+		r.phase = actors.RoleStopped
 	case slices.ContainsFunc(r.runs, func(run *run) bool { return run.watched }):
-		r.phase = phaseDraining
+		r.phase = actors.RoleDraining
 	default:
-		r.phase = phaseIdle
+		r.phase = actors.RoleIdle
 	}
 }
 

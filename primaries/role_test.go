@@ -24,7 +24,7 @@ func spawnOn(t *testing.T, h *harness, p *Primary) *actor.PID {
 }
 
 // waitPhase waits until the primary publishes phase want.
-func waitPhase(t *testing.T, p *Primary, want phase) {
+func waitPhase(t *testing.T, p *Primary, want actors.RolePhase) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -42,38 +42,38 @@ func TestPhasesFollowTheRole(t *testing.T) {
 	p := newPrimary(t, nc, g.service(), "engine-a", 4, alwaysValid)
 	h := newHarness(t)
 	pid := spawnOn(t, h, p)
-	waitPhase(t, p, phaseIdle)
+	waitPhase(t, p, actors.RoleIdle)
 
 	h.send(pid, actors.Serve{})
 	expect[actors.Accepting](h)
-	waitPhase(t, p, phaseServing)
+	waitPhase(t, p, actors.RoleServing)
 	held := callAsync(client, "work", "held")
 	recv(t, g.started, "the held call to start")
 	h.send(pid, actors.StopAccepting{})
 	if acc := expect[actors.Accepting](h); acc.On {
 		t.Fatalf("StopAccepting answered %+v", acc)
 	}
-	waitPhase(t, p, phaseDraining)
+	waitPhase(t, p, actors.RoleDraining)
 	g.open()
 	if r := recv(t, held, "the held call"); r.err != nil || r.werr != nil {
 		t.Fatalf("held call: %+v", r)
 	}
 	expect[actors.Drained](h)
-	waitPhase(t, p, phaseIdle)
+	waitPhase(t, p, actors.RoleIdle)
 
 	h.send(pid, actors.Serve{})
 	expect[actors.Accepting](h)
-	waitPhase(t, p, phaseServing)
+	waitPhase(t, p, actors.RoleServing)
 	h.send(pid, actors.Stop{})
 	expect[actors.Down](h)
-	waitPhase(t, p, phaseStopped)
+	waitPhase(t, p, actors.RoleStopped)
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, p, phaseClosed)
+	waitPhase(t, p, actors.RoleClosed)
 	h.send(pid, actors.Serve{})
 	if f := expect[actors.ServeFailed](h); !errors.Is(f.Err, ErrClosed) {
 		t.Fatalf("Serve after Close failed with %v, want ErrClosed", f.Err)
@@ -82,14 +82,6 @@ func TestPhasesFollowTheRole(t *testing.T) {
 		t.Fatalf("Serve after Close = %v, want ErrClosed", err)
 	}
 
-	for ph := phaseIdle; ph <= phaseClosed; ph++ {
-		if s := ph.String(); strings.HasPrefix(s, "phase(") {
-			t.Errorf("phase %d has no name", int(ph))
-		}
-	}
-	if s := phase(0).String(); s != "phase(0)" {
-		t.Errorf("the zero phase is %q", s)
-	}
 }
 
 // Role commands sent back to back run in the order received, each once the step of
@@ -166,7 +158,7 @@ func TestTheNextInstanceTakesAReportNoActorTook(t *testing.T) {
 	if r := recv(t, held, "the held call"); r.err != nil || r.werr != nil {
 		t.Fatalf("held call: %+v", r)
 	}
-	testwait.For(t, waitTimeout, "the drain step to end", func() bool { return p.steps.load() == 0 })
+	testwait.For(t, waitTimeout, "the drain step to end", func() bool { return p.steps.Running() == 0 })
 	select {
 	case m := <-h.inbox:
 		t.Fatalf("answered %+v with no actor running", m)
@@ -198,7 +190,7 @@ func TestStopWithoutTheActorIsFinishedByTheNextInstance(t *testing.T) {
 		t.Fatalf("call after Stop without the actor: %+v, want a retryable refusal", r)
 	}
 	spawnOn(t, h, p)
-	waitPhase(t, p, phaseStopped)
+	waitPhase(t, p, actors.RoleStopped)
 	if r := call(client, "echo", "2", waitTimeout); !errors.Is(r.err, nats.ErrNoResponders) {
 		t.Fatalf("call once the next actor ran: %+v, want no responders", r)
 	}
@@ -228,7 +220,7 @@ func TestCloseWithoutTheActorEndsTheSubscriptions(t *testing.T) {
 	if r := call(client, "echo", "2", waitTimeout); !errors.Is(r.err, nats.ErrNoResponders) {
 		t.Fatalf("call after Close: %+v, want no responders", r)
 	}
-	if n, calls := p.steps.load(), p.InFlight(); n != 0 || calls != 0 {
+	if n, calls := p.steps.Running(), p.InFlight(); n != 0 || calls != 0 {
 		t.Fatalf("after Close: %d steps, %d calls", n, calls)
 	}
 
@@ -256,13 +248,13 @@ func TestCloseCutsItsStepsShortAtItsDeadline(t *testing.T) {
 	srv.Stop()
 	testwait.For(t, waitTimeout, "the connection to notice the broker is gone", func() bool { return !nc.IsConnected() })
 	h.send(pid, actors.Stop{})
-	waitPhase(t, p, phaseStopping)
+	waitPhase(t, p, actors.RoleStopping)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want its context's deadline", err)
 	}
-	testwait.For(t, waitTimeout, "the steps to end", func() bool { return p.steps.load() == 0 })
+	testwait.For(t, waitTimeout, "the steps to end", func() bool { return p.steps.Running() == 0 })
 	expect[actors.Down](h)
 }

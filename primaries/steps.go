@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
 )
@@ -25,30 +26,22 @@ const (
 	reconnectBound = time.Minute
 )
 
-// step is one step goroutine and, once it has finished, its result: subscribed,
-// unsubConfirmed, drained or down. The actor is sent the step itself; the result is
-// kept in it too, so the instance that follows a poisoned one takes the results whose
-// message went to the poisoned mailbox (resume), and Close those no instance took.
-type step struct {
-	done   chan struct{} // closed once result is set
-	result any
-}
-
-// start runs work on a new goroutine as a step of the role. The Primary counts it
-// (Close waits for it), and its report goes to this actor's PID, which an in-place
+// start runs work on a new goroutine as a step of the role (of cmd; nil for a drain
+// wait) and reports whether it did. The Primary's steps group owns it (Close waits for
+// it), and its report (the actors.RoleStep, which keeps the result for the instance
+// that follows a poisoned one: resume) goes to this actor's PID, which an in-place
 // restart and a respawn under the same kind and id keep.
-func (a *primaryActor) start(c *actor.Context, work func() any) {
+func (a *primaryActor) start(c *actor.Context, cmd *actors.RoleCommand, work func() any) bool {
 	p := a.p
-	s := &step{done: make(chan struct{})}
+	s, ok := actors.StartStep(p.steps, c.Engine(), c.PID(), cmd, work)
+	if !ok { // the steps group is never shut; should it be, the command fails rather than hangs
+		if cmd != nil {
+			a.answer(c, cmd, fmt.Errorf("primaries: %q: %s: no step can start: %w", p.svc.Name, cmd.Name(), ErrClosed))
+		}
+		return false
+	}
 	p.role.steps = append(p.role.steps, s)
-	e, self := c.Engine(), c.PID()
-	p.steps.add()
-	go func() {
-		defer p.steps.done()
-		s.result = work()
-		close(s.done)
-		e.Send(self, s)
-	}()
+	return true
 }
 
 // stepContext is the context of a step: parent's (a method's bound), else the Primary's
@@ -138,24 +131,31 @@ func (p *Primary) stopAccepting(ctx context.Context, r *run, ms micro.Service) u
 	return unsubConfirmed{run: r}
 }
 
+// ending is a run whose subscriptions a Stop ends, with its micro service (nil when
+// none was added), read by the actor when it began the step.
+type ending struct {
+	run *run
+	ms  micro.Service
+}
+
 // endRuns ends the subscriptions of Stop's runs, drained, and confirms the UNSUB. A
 // fence often comes with a broker that went away: the subscriptions end once the
 // connection is back. Until then nothing reaches us, and what arrives after the
 // reconnect is refused by the cancelled runs, retryably. Confirming the UNSUB makes the
 // next request get "no responders"; a closed or failed connection has nothing left to
 // deliver.
-func (p *Primary) endRuns(ctx context.Context, runs []*run) {
+func (p *Primary) endRuns(ctx context.Context, runs []ending) {
 	if len(runs) == 0 {
 		return
 	}
 	p.waitConnected(ctx)
 	var ended []*run
-	for _, r := range runs {
-		if r.ms == nil || r.ms.Stop() != nil { // Stop fails only on a closed connection
-			r.allReceived()
+	for _, e := range runs {
+		if e.ms == nil || e.ms.Stop() != nil { // Stop fails only on a closed connection
+			e.run.allReceived()
 			continue
 		}
-		ended = append(ended, r)
+		ended = append(ended, e.run)
 	}
 	if len(ended) > 0 {
 		_ = p.confirmReceived(ctx, ended...)

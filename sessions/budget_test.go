@@ -106,6 +106,7 @@ func TestSessionsEndAtTheirMaximumLifetime(t *testing.T) {
 	o, _ := c.open("echo", nil, 0)
 	seq := uint64(0)
 	for range 5 { // 5 × 59 s = 4 min 55 s: alive
+		handled(t, h)
 		clock.Advance(59 * time.Second)
 		reapedAt(t, clock.Now())
 		if err := c.write(o.ID, seq, []byte("a")); err != nil {

@@ -97,11 +97,11 @@
 // # Actors and what they own
 //
 // The host actor owns its role state, as plain fields touched only in its Receive: the
-// phase (idle, subscribing, serving, stopping-accepting, draining, stopping, stopped,
-// closed), the broker step running and the role commands waiting behind it, and whom
-// to answer. Each broker step (subscribe and flush; UNSUB of P.open and its
+// phase (actors.RolePhase: idle, subscribing, serving, stopping-accepting, draining,
+// stopping, stopped, closed), the broker step running and the role commands waiting
+// behind it (actors.RoleQueue), and whom to answer (actors.RoleCommand). Each broker step (subscribe and flush; UNSUB of P.open and its
 // confirmation; UNSUB of everything, a flush and the wait for the handlers) runs on a
-// goroutine of the host's that reports back with a message, and the next command
+// goroutine of the host's that reports back with a message (actors.StartStep), and the next command
 // starts from the mailbox; a Stop cuts a running Serve or StopAccepting short rather
 // than wait for it. The wait for sessions after an actor's StopAccepting is a goroutine
 // too, which reports when it ends.

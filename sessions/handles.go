@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/abi-engine/engine/actors"
 )
 
 // errActorGone is what a role command gets when the host actor stopped before it
@@ -22,7 +24,7 @@ func (h *TransferHost) Serve(ctx context.Context) error {
 	if h.ref.Load() == nil {
 		return fmt.Errorf("transfer host %s: its actor is not spawned; spawn it before Serve", h.prefix)
 	}
-	return h.request(ctx, roleServe)
+	return h.request(ctx, actors.Serve{})
 }
 
 // StopAccepting ends the <prefix>.open subscription at the broker (StopDelivery) and
@@ -33,7 +35,7 @@ func (h *TransferHost) StopAccepting(ctx context.Context) error {
 	if h.ref.Load() == nil {
 		return nil // never served: nothing to end
 	}
-	return h.request(ctx, roleStopAccepting)
+	return h.request(ctx, actors.StopAccepting{})
 }
 
 // SessionsFinished returns nil once every open received before StopAccepting has been
@@ -72,7 +74,7 @@ func (h *TransferHost) Stop() {
 	if h.ref.Load() == nil {
 		return
 	}
-	if err := h.request(context.Background(), roleStop); errors.Is(err, errActorGone) {
+	if err := h.request(context.Background(), actors.Stop{}); errors.Is(err, errActorGone) {
 		// The actor ended everything as it stopped, on goroutines of the host's.
 		_ = h.steps.Wait(context.Background())
 		_ = h.work.Wait(context.Background())
@@ -90,7 +92,7 @@ func (h *TransferHost) Close(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if err := h.request(ctx, roleClose); err != nil && !errors.Is(err, errActorGone) {
+	if err := h.request(ctx, actors.CloseRole{}); err != nil && !errors.Is(err, errActorGone) {
 		errs = append(errs, err)
 	}
 	if h.poisoned.CompareAndSwap(false, true) {
@@ -113,22 +115,19 @@ func (h *TransferHost) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// request sends the host actor a role command and waits for its answer, for ctx to
-// end, or for the actor to stop.
-func (h *TransferHost) request(ctx context.Context, role roleKind) error {
-	done := make(chan error, 1)
-	h.tell(roleRequest{role: role, ctx: ctx, done: done})
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("transfer host %s: %s: %w", h.prefix, role, ctx.Err())
-	case <-h.actorDone.Done():
-		select {
-		case err := <-done: // answered as it stopped
-			return err
-		default:
-			return fmt.Errorf("transfer host %s: %s: %w", h.prefix, role, errActorGone)
-		}
+// request sends the host actor a role command (Serve, StopAccepting, Stop or
+// CloseRole) and waits for its answer, for ctx to end, or for the actor to stop.
+func (h *TransferHost) request(ctx context.Context, msg any) error {
+	tell := func(ask actors.RoleAsk) { h.tell(ask) }
+	err := actors.AskRole(ctx, tell, msg, h.actorDone.Done())
+	switch {
+	case errors.Is(err, actors.ErrMemberGone):
+		return fmt.Errorf("transfer host %s: %s: %w", h.prefix, roleName(msg), errActorGone)
+	case err != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
+		return fmt.Errorf("transfer host %s: %s: %w", h.prefix, roleName(msg), ctx.Err())
 	}
+	return err
 }
+
+// roleName names a role command for an error message.
+func roleName(msg any) string { return (&actors.RoleCommand{Msg: msg}).Name() }

@@ -381,6 +381,19 @@ func connect(t testing.TB, srv *natstest.Server) *nats.Conn { return natstest.Co
 // watchReaps hooks h's reap passes and returns a wait for the first pass that judged
 // the time at or after at. A pass already under way when the clock moved judged the
 // old time; waiting for any pass would take it for the one that follows the move.
+// handled returns once the host actor has handled every message sent to it before,
+// such as the end of a call its client has the answer of (the host stamps the
+// session's idle time then, on its clock): a Serve to a host that serves already is
+// answered at once, behind them in its mailbox. Call it before moving a fake clock.
+func handled(t *testing.T, h *TransferHost) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func watchReaps(h *TransferHost) func(t *testing.T, at time.Time) {
 	passes := make(chan time.Time, 256)
 	h.afterReap = func(now time.Time) {

@@ -10,48 +10,12 @@ import (
 	"github.com/abi-engine/engine/protocol"
 )
 
-// phase is where the host actor is in its roles.
-type phase int
-
-const (
-	phaseIdle              phase = iota + 1 // spawned; serves nothing yet
-	phaseSubscribing                        // a subscribe step runs (Serve)
-	phaseServing                            // every subscription confirmed
-	phaseStoppingAccepting                  // the UNSUB of <prefix>.open and its confirmation run
-	phaseDraining                           // <prefix>.open ended; open sessions go on
-	phaseStopping                           // the stop step runs (Stop, Close)
-	phaseStopped                            // nothing subscribed, nothing open; Serve may follow
-	phaseClosed                             // stopped for good
-)
-
-func (p phase) String() string {
-	switch p {
-	case phaseIdle:
-		return "idle"
-	case phaseSubscribing:
-		return "subscribing"
-	case phaseServing:
-		return "serving"
-	case phaseStoppingAccepting:
-		return "stopping-accepting"
-	case phaseDraining:
-		return "draining"
-	case phaseStopping:
-		return "stopping"
-	case phaseStopped:
-		return "stopped"
-	case phaseClosed:
-		return "closed"
-	}
-	return fmt.Sprintf("phase(%d)", int(p))
-}
-
 // Producer makes the host actor. Its role state (the phase, the step running, the
 // commands waiting) is its own; everything that must outlive a crash is in the
 // TransferHost, so the actor that actors.Recover restarts in place after a panic (an
 // actors.Kill, or a bug) carries on with the same subscriptions and sessions.
 func (h *TransferHost) Producer() actor.Producer {
-	return func() actor.Receiver { return &hostActor{h: h, phase: phaseIdle} }
+	return func() actor.Receiver { return &hostActor{h: h, phase: actors.RoleIdle} }
 }
 
 // SpawnOptions are the options the host actor must be spawned with: actors.SpawnOpts
@@ -76,11 +40,11 @@ type hostActor struct {
 	self    *actor.PID
 	ignored bool // a second actor of the same host: it does nothing
 
-	phase  phase
-	epochs uint64        // how many times an epoch (Serve to Stop) ended
-	step   *stepRun      // the broker step running, nil between steps
-	queue  []roleCmd     // role commands waiting for the step to end
-	reaper chan struct{} // closed to stop the reaper goroutine; nil while none runs
+	phase  actors.RolePhase
+	epochs uint64           // how many times an epoch (Serve to Stop) ended
+	step   *stepRun         // the broker step running, nil between steps
+	queue  actors.RoleQueue // the role command whose step runs, and those waiting for it
+	reaper chan struct{}    // closed to stop the reaper goroutine; nil while none runs
 }
 
 var _ actors.Restarter = (*hostActor)(nil)
@@ -130,16 +94,11 @@ func (a *hostActor) handle(msg any, sender *actor.PID) {
 			a.closeSession(e, m.reason)
 			a.publish()
 		}
-	case actors.Serve:
-		a.enqueue(roleCmd{role: roleServe, ctx: h.life, from: sender})
-	case actors.StopAccepting:
-		a.enqueue(roleCmd{role: roleStopAccepting, ctx: h.life, deadline: m.Deadline, from: sender})
-	case actors.Stop:
-		a.enqueue(roleCmd{role: roleStop, ctx: h.life, from: sender})
-	case roleRequest:
-		a.enqueue(roleCmd{role: m.role, ctx: m.ctx, done: m.done})
-	case stepDone:
-		a.stepDone(m.run)
+	case actors.Serve, actors.StopAccepting, actors.Stop, actors.RoleAsk:
+		cmd, _ := actors.TakeRole(m, sender)
+		a.enqueue(cmd)
+	case *actors.RoleStep:
+		a.stepDone(m)
 	case drainDone:
 		switch {
 		case m.epoch != a.epochs:
@@ -202,11 +161,9 @@ func (a *hostActor) Restart(c *actor.Context) {
 		a.eng.Send(a.self, sessionLost{e: m.e})
 	case redelivery:
 		h.log.Error("transfer host actor crashed twice on one message; it is dropped", zap.String("message", fmt.Sprintf("%T", m.msg)))
-		if cmd, ok := m.msg.(roleRequest); ok {
-			select {
-			case cmd.done <- fmt.Errorf("transfer host %s: %s: the host actor crashed", h.prefix, cmd.role):
-			default: // answered before it crashed
-			}
+		if ask, ok := m.msg.(actors.RoleAsk); ok {
+			cmd, _ := actors.TakeRole(ask, nil)
+			cmd.Answer(a.eng, a.self, fmt.Errorf("transfer host %s: %s: the host actor crashed", h.prefix, cmd.Name()))
 		}
 	case actors.Kill, actor.Initialized, actor.Started, actor.Stopped:
 	default:
@@ -234,33 +191,32 @@ func (a *hostActor) stopped() {
 		return
 	}
 	defer h.actorGone()
-	if a.phase == phaseClosed && a.step == nil {
+	if a.phase == actors.RoleClosed && a.step == nil {
 		return
 	}
 	h.log.Info("transfer host actor stopped without Close; stopping what it holds")
-	run, cmds := a.step, a.queue
-	a.step, a.queue = nil, nil
+	run, cmds := a.step, a.queue.Drain() // the command of the step running first
+	a.step = nil
 	if run != nil {
 		run.cancel()
-		cmds = append([]roleCmd{run.cmd}, cmds...)
 	}
 	subs := a.takeSubscriptions()
 	for _, e := range h.sessions {
 		a.closeSession(e, "the host actor stopped")
 	}
 	a.endEpoch()
-	a.phase = phaseClosed
+	a.phase = actors.RoleClosed
 	a.publish()
 	h.steps.Go(func() {
 		if run != nil {
-			<-run.done // a subscribe step's subscriptions are ours to end
-			subs = append(subs, run.res.subs()...)
+			// A subscribe step's subscriptions are ours to end.
+			subs = append(subs, run.result().subs()...)
 		}
 		h.unsubscribe(subs)
 		_ = h.work.Wait(h.life)
 		for _, cmd := range cmds {
 			var err error
-			if cmd.role == roleServe {
+			if _, ok := cmd.Msg.(actors.Serve); ok {
 				err = fmt.Errorf("transfer host %s: %w", h.prefix, errActorGone)
 			}
 			a.answer(cmd, err)

@@ -5,26 +5,13 @@ package sessions
 // there); every other message a host or session actor takes is here.
 
 import (
-	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/anthdm/hollywood/actor"
 )
 
 // To the host actor.
 type (
-	// roleRequest is a role command from a method of TransferHost (Serve,
-	// StopAccepting, Stop, Close) instead of from an actor: it is answered on done.
-	roleRequest struct {
-		role roleKind
-		ctx  context.Context // the caller's; bounds the step it starts
-		done chan error      // buffered: the actor never waits for the caller
-	}
-
-	// stepDone reports that the broker step run has finished; its result is in run.
-	stepDone struct{ run *stepRun }
-
 	// drainDone reports the end of the wait for sessions a StopAccepting from an
 	// actor started: err is nil once nothing is open, else the deadline's error.
 	drainDone struct {
@@ -112,36 +99,3 @@ type (
 		upload int64 // bytes of the upload the handler consumed
 	}
 )
-
-// roleKind names a role command.
-type roleKind int
-
-const (
-	roleServe roleKind = iota + 1
-	roleStopAccepting
-	roleStop
-	roleClose
-)
-
-func (k roleKind) String() string {
-	switch k {
-	case roleServe:
-		return "serve"
-	case roleStopAccepting:
-		return "stop accepting"
-	case roleStop:
-		return "stop"
-	case roleClose:
-		return "close"
-	}
-	return "unknown role command"
-}
-
-// roleCmd is a role command waiting for its turn, and who to answer.
-type roleCmd struct {
-	role     roleKind
-	ctx      context.Context // bounds its step; the caller's for a method, else the host's life
-	deadline time.Time       // StopAccepting from an actor: the drain's bound
-	from     *actor.PID      // an actor to answer with role replies, or nil
-	done     chan error      // a method to answer, or nil
-}

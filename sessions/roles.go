@@ -1,7 +1,7 @@
 package sessions
 
 // The role commands, in the host actor. One runs at a time: a command that needs the
-// broker starts a step on a goroutine of the host's, which reports back with stepDone,
+// broker starts a step (actors.StartStep) on a goroutine of the host's, which reports back,
 // and the next command starts from the mailbox after it.
 //
 //	Serve          idle, stopped, draining ─► subscribing ─► serving (or back, undone)
@@ -22,75 +22,73 @@ import (
 
 // enqueue takes a role command. A Stop or a Close does not wait out the step running
 // (a Serve or a StopAccepting waiting for a broker that went away): it cuts it short.
-func (a *hostActor) enqueue(cmd roleCmd) {
-	if (cmd.role == roleStop || cmd.role == roleClose) && a.step != nil && a.step.kind != stepStop {
+func (a *hostActor) enqueue(cmd *actors.RoleCommand) {
+	if cmd.Stops() && a.step != nil && a.step.kind != stepStop {
 		a.step.cancel()
 	}
-	a.queue = append(a.queue, cmd)
+	a.queue.Push(cmd)
 	a.next()
 }
 
 // next runs the commands waiting until one starts a step.
 func (a *hostActor) next() {
-	for a.step == nil && len(a.queue) > 0 {
-		cmd := a.queue[0]
-		a.queue = a.queue[1:]
-		switch cmd.role {
-		case roleServe:
-			a.serve(cmd)
-		case roleStopAccepting:
-			a.stopAccepting(cmd)
+	a.queue.Run(func(cmd *actors.RoleCommand) bool {
+		switch cmd.Msg.(type) {
+		case actors.Serve:
+			return a.serve(cmd)
+		case actors.StopAccepting:
+			return a.stopAccepting(cmd)
 		default:
-			a.stop(cmd)
+			return a.stop(cmd)
 		}
-	}
+	})
 	a.publish()
 }
 
-// serve subscribes what is missing.
-func (a *hostActor) serve(cmd roleCmd) {
+// serve subscribes what is missing; it reports whether it started a step.
+func (a *hostActor) serve(cmd *actors.RoleCommand) bool {
 	h := a.h
-	if a.phase == phaseClosed {
+	if a.phase == actors.RoleClosed {
 		a.answer(cmd, fmt.Errorf("transfer host %s: %w", h.prefix, ErrClosed))
-		return
+		return false
 	}
 	owner := h.ownerSubs == nil
 	open := h.openSub == nil && len(h.cfg.Handlers) > 0
 	if !owner && !open {
-		a.phase = phaseServing
+		a.phase = actors.RoleServing
 		a.answer(cmd, nil)
-		return
+		return false
 	}
 	from, began := a.phase, false
 	if h.epoch == nil {
 		a.beginEpoch()
 		began = true
 	}
-	a.phase = phaseSubscribing
-	a.startStep(stepSubscribe, cmd, from, began, func(ctx context.Context) stepResult {
+	a.phase = actors.RoleSubscribing
+	return a.startStep(stepSubscribe, cmd, from, began, func(ctx context.Context) stepResult {
 		return h.subscribe(ctx, owner, open)
 	})
 }
 
 // stopAccepting ends <prefix>.open at the broker, or confirms again that it ended.
-func (a *hostActor) stopAccepting(cmd roleCmd) {
+func (a *hostActor) stopAccepting(cmd *actors.RoleCommand) bool {
 	h := a.h
 	d := h.openDrain
 	if h.openSub != nil {
 		d = newDrain(h.nc, []*nats.Subscription{h.openSub})
 		h.openSub, h.openDrain = nil, d
 	}
-	if a.phase == phaseServing {
-		a.phase = phaseDraining
+	if a.phase == actors.RoleServing {
+		a.phase = actors.RoleDraining
 	}
 	if d == nil {
 		a.answer(cmd, nil)
 		a.watchDrain(cmd)
-		return
+		return false
 	}
 	from := a.phase
-	a.phase = phaseStoppingAccepting
-	a.startStep(stepUnsubscribe, cmd, from, false, func(ctx context.Context) stepResult {
+	a.phase = actors.RoleStoppingAccepting
+	return a.startStep(stepUnsubscribe, cmd, from, false, func(ctx context.Context) stepResult {
 		// Again, if an earlier StopAccepting could not begin it (the connection was
 		// down): it drains what is not draining yet.
 		return stepResult{err: errors.Join(d.begin(ctx), d.confirm(ctx))}
@@ -99,30 +97,30 @@ func (a *hostActor) stopAccepting(cmd roleCmd) {
 
 // stop ends everything at once: the sessions now, the subscriptions on the stop step,
 // which also waits for the handlers.
-func (a *hostActor) stop(cmd roleCmd) {
+func (a *hostActor) stop(cmd *actors.RoleCommand) bool {
 	h := a.h
-	if a.phase == phaseClosed {
+	if a.phase == actors.RoleClosed {
 		a.answer(cmd, nil)
-		return
+		return false
 	}
 	subs := a.takeSubscriptions()
 	if len(subs) == 0 && len(h.sessions) == 0 && h.epoch == nil && h.work.Running() == 0 {
 		switch {
-		case cmd.role == roleClose:
-			a.phase = phaseClosed
-		case a.phase != phaseIdle:
-			a.phase = phaseStopped
+		case cmd.Closes():
+			a.phase = actors.RoleClosed
+		case a.phase != actors.RoleIdle:
+			a.phase = actors.RoleStopped
 		}
 		a.answer(cmd, nil)
-		return
+		return false
 	}
 	for _, e := range h.sessions {
 		a.closeSession(e, "the host stopped")
 	}
 	a.endEpoch()
 	from := a.phase
-	a.phase = phaseStopping
-	a.startStep(stepStop, cmd, from, false, func(ctx context.Context) stepResult {
+	a.phase = actors.RoleStopping
+	return a.startStep(stepStop, cmd, from, false, func(ctx context.Context) stepResult {
 		h.unsubscribe(subs)
 		return stepResult{err: h.work.Wait(ctx)}
 	})
@@ -130,13 +128,15 @@ func (a *hostActor) stop(cmd roleCmd) {
 
 // stepDone takes the report of the step that ended, answers its command and runs the
 // next one.
-func (a *hostActor) stepDone(run *stepRun) {
-	if run != a.step {
+func (a *hostActor) stepDone(s *actors.RoleStep) {
+	run := a.step
+	if run == nil || s != run.s {
 		return // the step of an instance that stopped: nothing of it is ours
 	}
 	h := a.h
 	a.step = nil
-	r := run.res
+	cmd := a.queue.Done()
+	r := run.result()
 	switch run.kind {
 	case stepSubscribe:
 		if r.err != nil {
@@ -148,7 +148,7 @@ func (a *hostActor) stepDone(run *stepRun) {
 				a.endEpoch()
 			}
 			a.phase = run.from
-			a.answer(run.cmd, r.err)
+			a.answer(cmd, r.err)
 			break
 		}
 		if r.owner != nil {
@@ -157,63 +157,43 @@ func (a *hostActor) stepDone(run *stepRun) {
 		if r.open != nil {
 			h.openSub, h.openDrain = r.open, nil
 		}
-		a.phase = phaseServing
-		a.answer(run.cmd, nil)
+		a.phase = actors.RoleServing
+		a.answer(cmd, nil)
 	case stepUnsubscribe:
-		a.phase = phaseDraining
+		a.phase = actors.RoleDraining
 		var err error
 		if r.err != nil {
 			err = fmt.Errorf("transfer host %s: stop accepting: %w", h.prefix, r.err)
 			h.log.Error("transfer host: stop accepting failed", zap.Error(err))
 		}
-		a.answer(run.cmd, err)
-		a.watchDrain(run.cmd)
+		a.answer(cmd, err)
+		a.watchDrain(cmd)
 	case stepStop:
-		a.phase = phaseStopped
-		if run.cmd.role == roleClose {
-			a.phase = phaseClosed
+		a.phase = actors.RoleStopped
+		if cmd.Closes() {
+			a.phase = actors.RoleClosed
 		}
 		if r.err != nil {
 			h.log.Warn("transfer host stopped with handlers still running", zap.Error(r.err))
 		}
-		a.answer(run.cmd, nil)
+		a.answer(cmd, nil)
 	}
 	a.next()
 }
 
 // answer tells whoever sent cmd how it ended.
-func (a *hostActor) answer(cmd roleCmd, err error) {
-	if cmd.done != nil {
-		select {
-		case cmd.done <- err:
-		default: // answered already: a command handled again after a crash
-		}
+func (a *hostActor) answer(cmd *actors.RoleCommand, err error) {
+	if _, ok := cmd.Msg.(actors.Serve); ok && err != nil && cmd.From != nil {
+		a.h.log.Error("transfer host did not start serving", zap.Error(err))
 	}
-	if cmd.from == nil {
-		return
-	}
-	var reply any
-	switch cmd.role {
-	case roleServe:
-		if err != nil {
-			a.h.log.Error("transfer host did not start serving", zap.Error(err))
-			reply = actors.ServeFailed{From: a.self, Err: err}
-		} else {
-			reply = actors.Accepting{From: a.self, On: true}
-		}
-	case roleStopAccepting:
-		reply = actors.Accepting{From: a.self, On: false}
-	default:
-		reply = actors.Down{From: a.self}
-	}
-	a.eng.Send(cmd.from, reply)
+	cmd.Answer(a.eng, a.self, err)
 }
 
 // watchDrain starts the wait, for the actor that sent StopAccepting, until nothing is
 // open, bounded by its deadline and ended by Stop (which closes what is left, so
 // nothing drained).
-func (a *hostActor) watchDrain(cmd roleCmd) {
-	if cmd.from == nil {
+func (a *hostActor) watchDrain(cmd *actors.RoleCommand) {
+	if cmd.From == nil {
 		return
 	}
 	h := a.h
@@ -221,8 +201,8 @@ func (a *hostActor) watchDrain(cmd roleCmd) {
 	if h.epoch != nil {
 		parent = h.epoch
 	}
-	ctx, cancel := withDeadline(parent, cmd.deadline)
-	eng, self, to, epoch := a.eng, a.self, cmd.from, a.epochs
+	ctx, cancel := withDeadline(parent, cmd.Deadline())
+	eng, self, to, epoch := a.eng, a.self, cmd.From, a.epochs
 	h.steps.Go(func() {
 		defer cancel()
 		eng.Send(self, drainDone{to: to, err: h.SessionsFinished(ctx), epoch: epoch})

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -33,17 +34,22 @@ const (
 	stepStop                            // Stop, Close: UNSUB everything, flush, wait for the handlers
 )
 
-// stepRun is one step running. The goroutine sets res, then closes done, then reports;
-// the host actor reads res once it has the report, or, if it stopped first, the
-// goroutine it leaves behind reads it after done.
+// stepRun is the host actor's record of the step running: its kind and what to undo
+// when it fails. The step itself (its command and, once done, its stepResult) is the
+// actors.RoleStep; the host actor reads the result once it has the report, or, if it
+// stopped first, the goroutine it leaves behind reads it once the step is done.
 type stepRun struct {
 	kind   stepKind
-	cmd    roleCmd
-	from   phase // the phase before the step
-	began  bool  // a Serve that began the epoch (undone if it fails)
+	from   actors.RolePhase // the phase before the step
+	began  bool             // a Serve that began the epoch (undone if it fails)
 	cancel context.CancelFunc
-	done   chan struct{}
-	res    stepResult
+	s      *actors.RoleStep
+}
+
+// result waits for the step's result.
+func (r *stepRun) result() stepResult {
+	res, _ := r.s.Result().(stepResult)
+	return res
 }
 
 // stepResult is what a step did.
@@ -61,22 +67,33 @@ func (r stepResult) subs() []*nats.Subscription {
 	return subs
 }
 
-// startStep runs f on a goroutine of the host's, with a context bounded by cmd's (and
-// its deadline), ended by Close, and cancelled by a Stop that comes meanwhile.
-func (a *hostActor) startStep(kind stepKind, cmd roleCmd, from phase, began bool, f func(context.Context) stepResult) {
+// startStep runs f as the step of cmd on a goroutine of the host's steps group, with a
+// context bounded by cmd's (the host's life for a role message) and its deadline, ended
+// by Close, and cancelled by a Stop that comes meanwhile. It reports whether the step runs.
+func (a *hostActor) startStep(kind stepKind, cmd *actors.RoleCommand, from actors.RolePhase, began bool, f func(context.Context) stepResult) bool {
 	h := a.h
-	ctx, cancel := withDeadline(cmd.ctx, cmd.deadline)
+	parent := cmd.Ctx
+	if parent == nil {
+		parent = h.life
+	}
+	ctx, cancel := withDeadline(parent, cmd.Deadline())
 	release := context.AfterFunc(h.life, cancel)
-	run := &stepRun{kind: kind, cmd: cmd, from: from, began: began, cancel: cancel, done: make(chan struct{})}
-	a.step = run
-	eng, self := a.eng, a.self
-	h.steps.Go(func() {
+	run := &stepRun{kind: kind, from: from, began: began, cancel: cancel}
+	s, ok := actors.StartStep(h.steps, a.eng, a.self, cmd, func() any {
 		defer release()
 		defer cancel()
-		run.res = f(ctx)
-		close(run.done)
-		eng.Send(self, stepDone{run: run})
+		return f(ctx)
 	})
+	if !ok { // h.steps is never shut; should it be, the command fails rather than hangs
+		cancel()
+		release()
+		a.phase = from
+		a.answer(cmd, fmt.Errorf("transfer host %s: %s: no step can start: %w", h.prefix, cmd.Name(), ErrClosed))
+		return false
+	}
+	run.s = s
+	a.step = run
+	return true
 }
 
 // withDeadline is ctx with deadline, if it is set.

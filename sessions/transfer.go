@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -186,8 +187,8 @@ type TransferHost struct {
 	view          *notify.Value[hostView] // published by the host actor, read by handles
 	sessionActors *notify.Value[int]      // session actors spawned and not yet stopped
 
-	steps *group // the broker steps, the drain waits, the final stop
-	work  *group // the reaper and the handlers; shut from Stop to Serve
+	steps *actors.Group // the broker steps, the drain waits, the final stop
+	work  *actors.Group // the reaper and the handlers; shut from Stop to Serve
 
 	opLimits map[string]int64 // what one session of these operations may hold, instead of MaxSessionBytes; set once at construction
 
@@ -298,8 +299,8 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 		quiet:         notify.New[uint64](0),
 		view:          notify.New(hostView{}),
 		sessionActors: notify.New(0),
-		steps:         newGroup(),
-		work:          newGroup(),
+		steps:         actors.NewGroup(),
+		work:          actors.NewGroup(),
 	}
 	h.work.Shut() // until Serve
 	h.life, h.endLife = context.WithCancel(context.Background())

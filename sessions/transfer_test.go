@@ -296,6 +296,7 @@ func TestIdleSessionsExpireOnTheClock(t *testing.T) {
 	c := newClient(t, connect(t, srv), testPrefix)
 	pass := func(d time.Duration) {
 		t.Helper()
+		handled(t, h)
 		clock.Advance(d)
 		reapedAt(t, clock.Now())
 	}

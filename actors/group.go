@@ -1,4 +1,4 @@
-package sessions
+package actors
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"github.com/abi-engine/engine/internal/notify"
 )
 
-// group owns goroutines: it starts them, refuses new ones once shut, and lets its owner
+// Group owns goroutines: it starts them, refuses new ones once shut, and lets its owner
 // wait for them with a bound. A sync.WaitGroup cannot be waited for with a bound (nor
 // refuse an Add racing a Wait), so the count is a published notify.Value instead.
-type group struct {
+type Group struct {
 	state *notify.Value[groupState]
 }
 
@@ -19,10 +19,11 @@ type groupState struct {
 	shut    bool
 }
 
-func newGroup() *group { return &group{state: notify.New(groupState{})} }
+// NewGroup makes an open group.
+func NewGroup() *Group { return &Group{state: notify.New(groupState{})} }
 
 // Go runs f on a new goroutine of the group, or reports false when the group is shut.
-func (g *group) Go(f func()) bool {
+func (g *Group) Go(f func()) bool {
 	ok := false
 	g.state.Update(func(s groupState) (groupState, bool) {
 		if s.shut {
@@ -46,18 +47,18 @@ func (g *group) Go(f func()) bool {
 }
 
 // Shut refuses new goroutines; those running go on.
-func (g *group) Shut() {
+func (g *Group) Shut() {
 	g.state.Update(func(s groupState) (groupState, bool) { return groupState{running: s.running, shut: true}, !s.shut })
 }
 
 // Open takes new goroutines again.
-func (g *group) Open() {
+func (g *Group) Open() {
 	g.state.Update(func(s groupState) (groupState, bool) { return groupState{running: s.running}, s.shut })
 }
 
 // Wait returns once no goroutine of the group runs, or an error naming how many still
-// run when ctx ends.
-func (g *group) Wait(ctx context.Context) error {
+// run when ctx ends (wrapping ctx's cause).
+func (g *Group) Wait(ctx context.Context) error {
 	s, err := g.state.Wait(ctx, func(s groupState) bool { return s.running == 0 })
 	if err != nil {
 		return fmt.Errorf("%d still running: %w", s.running, err)
@@ -66,4 +67,4 @@ func (g *group) Wait(ctx context.Context) error {
 }
 
 // Running is how many goroutines of the group run now.
-func (g *group) Running() int { return g.state.Load().running }
+func (g *Group) Running() int { return g.state.Load().running }
