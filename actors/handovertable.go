@@ -170,7 +170,7 @@ func phaseTableText() string {
 		if r.When != "" {
 			in += " " + r.When
 		}
-		fmt.Fprintf(&b, "%-11s %-58s → %s\n", from, in, r.To)
+		fmt.Fprintf(&b, "%-11s %-57s → %s\n", from, in, r.To)
 	}
 	return b.String()
 }

@@ -28,45 +28,45 @@ import (
 // that began it; the phase after it begins in the same step. The fail point
 // release-before-jobs reorders the phases: release first, jobs after the sessions.
 //
-//	relaying    Handover a jobs host                                   → jobs
-//	            Handover no jobs host                                  → release
-//	            Handover fail point release-before-jobs                → release
+//	relaying    Handover a jobs host                                      → jobs
+//	            Handover no jobs host                                     → release
+//	            Handover fail point release-before-jobs                   → release
 //
-//	jobs        Drained the jobs host's                                → release
+//	jobs        Drained the jobs host's                                   → release
 //	            Deadline the runs returned, or the lease not ours to keep → release
-//	            Deadline a run has not returned, the lease ours        → jobs
-//	            Drained the jobs host's, release-before-jobs           → stop
-//	            Deadline release-before-jobs                           → stop
+//	            Deadline a run has not returned, the lease ours           → jobs
+//	            Drained the jobs host's, release-before-jobs              → stop
+//	            Deadline release-before-jobs                              → stop
 //
-//	release     Released a successor check                             → successor
-//	            Released no successor check                            → drain
-//	            Deadline a successor check                             → successor
-//	            Deadline no successor check                            → drain
-//	            Over nothing to release (lost, or released already), a successor check → successor
-//	            Over nothing to release, no successor check            → drain
+//	release     Released a successor check                                → successor
+//	            Released no successor check                               → drain
+//	            Deadline a successor check                                → successor
+//	            Deadline no successor check                               → drain
+//	            Over nothing to release, a successor check                → successor
+//	            Over nothing to release, no successor check               → drain
 //
-//	successor   Over no bound, no member, no release, none stands by   → drain
-//	            SuccessorDone the new holder answers, or the wait failed → drain
-//	            RollCall none stands by                                → drain
-//	            Deadline                                               → drain
+//	successor   Over no bound, member, release or standby                 → drain
+//	            SuccessorDone                                             → drain
+//	            RollCall none stands by                                   → drain
+//	            Deadline                                                  → drain
 //
-//	drain       Over no member, or drain_seconds 0                     → sessions
-//	            Drained the last member's                              → sessions
-//	            Deadline                                               → sessions
+//	drain       Over no member, or drain_seconds 0                        → sessions
+//	            Drained the last member's                                 → sessions
+//	            Deadline                                                  → sessions
 //
-//	sessions    Over no wait for sessions, or past the drain deadline  → stop
-//	            SessionsDone                                           → stop
-//	            Deadline                                               → stop
-//	            Over release-before-jobs, a jobs host                  → jobs
-//	            SessionsDone release-before-jobs, a jobs host          → jobs
-//	            Deadline release-before-jobs, a jobs host              → jobs
+//	sessions    Over no wait, or past the drain deadline                  → stop
+//	            SessionsDone                                              → stop
+//	            Deadline                                                  → stop
+//	            Over release-before-jobs, a jobs host                     → jobs
+//	            SessionsDone release-before-jobs, a jobs host             → jobs
+//	            Deadline release-before-jobs, a jobs host                 → jobs
 //
-//	stop        Over no member and no jobs host                        → drained
-//	            Down the last member's                                 → drained
-//	            Deadline                                               → drained
+//	stop        Over no member and no jobs host                           → drained
+//	            Down the last                                             → drained
+//	            Deadline                                                  → drained
 //
-//	drained     DrainMarked                                            → done
-//	            Deadline                                               → done
+//	drained     DrainMarked                                               → done
+//	            Deadline                                                  → done
 //
 // The role relay (relaying, and the fence during a handover) moves no phase:
 //
