@@ -245,7 +245,7 @@ func (r *Root) Close(ctx context.Context) error {
 }
 
 // rootActor drives the machine. Its timers are its own: the phase deadline, replaced
-// when the machine's moves, a Serve retry per member, and the messages a fail point
+// when the machine's deadline moves, a Serve retry per member, and the messages a fail point
 // holds back; all stop on Stopped and on a restart, which arms the deadline again.
 type rootActor struct {
 	r          *Root
