@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -11,6 +12,49 @@ import (
 	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/lease"
 )
+
+// Phase is where the root stands in the handover cascade.
+type Phase int
+
+// The phases, in the order the cascade goes through them.
+const (
+	// PhaseRelaying: no handover asked for; the root relays role changes to the members.
+	PhaseRelaying  Phase = iota + 1
+	PhaseJobs            // jobs stop; runs in progress finish
+	PhaseRelease         // the lease is released
+	PhaseSuccessor       // we serve on until the new holder answers at the broker
+	PhaseDrain           // shared subscriptions end; received calls and sessions finish
+	PhaseSessions        // the second wait for sessions
+	PhaseStop            // everything left is stopped
+	PhaseDrained         // the epoch record is marked drained
+	PhaseDone            // the handover is over: Ended is closed
+)
+
+var phaseNames = [...]string{
+	PhaseRelaying:  "relaying",
+	PhaseJobs:      "jobs",
+	PhaseRelease:   "release",
+	PhaseSuccessor: "successor",
+	PhaseDrain:     "drain",
+	PhaseSessions:  "sessions",
+	PhaseStop:      "stop",
+	PhaseDrained:   "drained",
+	PhaseDone:      "done",
+}
+
+func (p Phase) String() string {
+	if p >= PhaseRelaying && p <= PhaseDone {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
+// stopBound bounds the wait for members to confirm Stop: a member that never answers
+// must not hold the process forever.
+const stopBound = 5 * time.Second
+
+// serveRetry is the pause before a member that failed to serve is told Serve again.
+const serveRetry = 500 * time.Millisecond
 
 // HandoverMachine is the root's role state as a transition function, beside the lease's
 // Machine: each input (a role broadcast of the ownership, a member's reply, a timer that
@@ -432,6 +476,20 @@ func (m *HandoverMachine) fanOut(out *HandoverOutput, msg any, withJobs bool) {
 	for _, pid := range m.members(withJobs) {
 		out.send(pid, msg)
 	}
+}
+
+// rootView is the snapshot the handles read.
+type rootView struct {
+	phase  Phase
+	state  lease.State
+	up     bool
+	served uint64
+	epoch  uint64
+	ended  bool
+	err    error
+	// failing is the members that could not serve (Failing); failGen its version.
+	failing []MemberFailure
+	failGen uint64
 }
 
 // view is what the root publishes; failing is listed only when failGen moved past old's.
