@@ -98,6 +98,9 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if clock == nil {
 		clock = realClock{}
 	}
+	// What the root needs of the ownership is taken here, once, and never changes: its
+	// PID, its lease configuration and its watch for a successor. From here on the root
+	// knows the ownership's state only from its broadcasts.
 	m := newHandoverMachine(handoverConfig{
 		ownership: cfg.Ownership.PID(), jobs: cfg.Jobs, members: cfg.Members, drain: cfg.Drain,
 		lease:     cfg.Ownership.Config(),
@@ -202,7 +205,7 @@ type rootActor struct {
 func (a *rootActor) Receive(c *actor.Context) {
 	switch msg := c.Message().(type) {
 	case actor.Started:
-		c.Send(a.r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
+		c.Send(a.m.cfg.ownership, Subscribe{PID: c.PID()})
 	case actor.Stopped:
 		a.stopTimers()
 		a.r.stopWaits() // Close waits for them
@@ -224,7 +227,7 @@ func (a *rootActor) Receive(c *actor.Context) {
 func (a *rootActor) Restart(c *actor.Context) {
 	a.stopTimers()
 	a.arm(c, a.m.Deadline())
-	c.Send(a.r.cfg.Ownership.PID(), Subscribe{PID: c.PID()})
+	c.Send(a.m.cfg.ownership, Subscribe{PID: c.PID()})
 	a.publish()
 }
 
