@@ -1,6 +1,8 @@
 // Package actors is the hollywood side of abi-engine: the role messages every serving
-// actor obeys, the recover middleware every actor runs under, and the ownership actor
-// with its children, which drive the pure lease.Machine.
+// actor obeys, the recover middleware every actor runs under, the ownership actor with
+// its children, which drive the pure lease.Machine, and the root actor, which drives
+// the pure HandoverMachine (the relay of role changes to the members and the handover
+// cascade) and reads the ownership only through its role broadcasts.
 //
 // The ownership tree:
 //

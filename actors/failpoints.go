@@ -3,13 +3,9 @@ package actors
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/anthdm/hollywood/actor"
 
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/lease"
-	"go.uber.org/zap"
 )
 
 // The fail points the ownership tree and the root host (package failpoint): each site
@@ -40,69 +36,16 @@ func (d dropRenewalReply) Update(ctx context.Context, h lease.Holder, rev uint64
 		rev, n, failpoint.DropRenewalReply)
 }
 
-// next is the handover phase after p: the next one, or with release-before-jobs the
-// release first and the jobs last (after the drain, before the stop).
-func (a *rootActor) next(p Phase) Phase {
-	if failpoint.On(a.r.cfg.Failpoints, failpoint.ReleaseBeforeJobs) {
-		switch p {
-		case PhaseRelaying:
-			return PhaseRelease
-		case PhaseRelease:
-			return PhaseSuccessor
-		case PhaseSuccessor:
-			return PhaseDrain
-		case PhaseSessions:
-			return PhaseJobs
-		case PhaseJobs:
-			return PhaseStop
-		}
+// rootFaults are the fail points the handover obeys: release-before-jobs (the release
+// first, the jobs a lease later, after the drain), serve-after-release (the members
+// told to stop accepting only lease/2 after the successor answered, past the designed
+// overlap) and skip-successor (no wait for the successor: the members stop accepting
+// right after the release, as before issue 13, and callers meet the gap until the new
+// holder subscribes).
+func rootFaults(fp *failpoint.Set) handoverFaults {
+	return handoverFaults{
+		releaseBeforeJobs: failpoint.On(fp, failpoint.ReleaseBeforeJobs),
+		serveAfterRelease: failpoint.On(fp, failpoint.ServeAfterRelease),
+		skipSuccessor:     failpoint.On(fp, failpoint.SkipSuccessor),
 	}
-	return p + 1
-}
-
-// stopJobs tells the jobs host to stop; the phase waits for its Drained. With
-// release-before-jobs (the lease released a while ago) it tells it only a lease later.
-func (a *rootActor) stopJobs(c *actor.Context, msg StopAccepting) (waits bool) {
-	if failpoint.On(a.r.cfg.Failpoints, failpoint.ReleaseBeforeJobs) {
-		a.later(c, a.r.cfg.Ownership.Config().Lease, msg, a.r.cfg.Jobs)
-		return true
-	}
-	c.Send(a.r.cfg.Jobs, msg)
-	return true
-}
-
-// stopAccepting tells every member to stop accepting; with serve-after-release only
-// lease/2 later (after the successor answered), past the designed overlap of lease/4.
-func (a *rootActor) stopAccepting(c *actor.Context, msg StopAccepting) {
-	if failpoint.On(a.r.cfg.Failpoints, failpoint.ServeAfterRelease) {
-		a.later(c, a.r.cfg.Ownership.Config().Lease/2, msg, a.r.cfg.Members...)
-		return
-	}
-	a.fanOut(c, msg, false)
-}
-
-// skipSuccessor reports whether the handover skips its wait for the successor
-// (skip-successor): the members stop accepting right after the release, as before
-// issue 13, and callers meet the gap until the new holder subscribes.
-func (a *rootActor) skipSuccessor() bool {
-	return failpoint.On(a.r.cfg.Failpoints, failpoint.SkipSuccessor)
-}
-
-// later sends msg to pids after d, from the root, so their replies reach it; stopHeld
-// stops the timers that have not fired.
-func (a *rootActor) later(c *actor.Context, d time.Duration, msg any, pids ...*actor.PID) {
-	e, self := c.Engine(), c.PID()
-	a.r.log.Warn("fail point: holding a handover message back", zap.String("message", fmt.Sprintf("%T", msg)), zap.Duration("for", d))
-	a.held = append(a.held, time.AfterFunc(d, func() {
-		for _, pid := range pids {
-			e.SendWithSender(pid, msg, self)
-		}
-	}))
-}
-
-func (a *rootActor) stopHeld() {
-	for _, t := range a.held {
-		t.Stop()
-	}
-	a.held = nil
 }

@@ -1,23 +1,22 @@
 package actors
 
 import (
-	"context"
-	"slices"
+	"fmt"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/abi-engine/engine/lease"
 )
 
-// The root actor's handover cascade (docs/architecture.md, cascade 1): its phases, in
-// the order handover begins them, and the replies each waits for.
+// The handover cascade of HandoverMachine (docs/architecture.md, cascade 1): its
+// phases, in the order handover begins them, and the replies each waits for.
 
-// handover runs the handover cascade (docs/architecture.md, cascade 1). msg is what
-// arrived: the Handover that starts it, a reply, or a phase's deadline. Each phase
-// sends its message (begin) and waits for its replies, bounded by its deadline; once
-// the wait is over, the next phase begins:
+// handover runs the handover cascade. msg is what arrived: the Handover that starts it,
+// a reply, or a phase's deadline. Each phase sends its message (begin) and waits for its
+// replies, bounded by its deadline; once the wait is over, the next phase begins:
 //
 //	jobs      StopAccepting{drain deadline} → jobs host       waits for its Drained
 //	          (the host cancels the runs at the deadline)     past the deadline while a
@@ -36,189 +35,159 @@ import (
 //	drained   MarkDrained → ownership (the epoch record       waits for DrainMarked
 //	          says drained: a successor bumps at once)        (two renewal periods)
 //	done      Ended closes; Err is nil.
-func (a *rootActor) handover(c *actor.Context, msg any) {
-	st := a.st
-	switch m := msg.(type) {
+func (m *HandoverMachine) handover(out *HandoverOutput, now time.Time, msg any) {
+	switch msg := msg.(type) {
 	case Handover:
-		if st.phase != PhaseRelaying {
+		if m.phase != PhaseRelaying {
 			return // one cascade; Handover again waits for it
 		}
-		a.stopRetries()
-		a.rollCall(c)
+		out.StopRetries = true
+		m.rollCall(out, now)
 	case rollCallDone:
-		if !a.rollCalled(m) {
+		if !m.rollCalled(out, msg) {
 			return
 		}
 	case Drained:
-		if (st.phase != PhaseJobs && st.phase != PhaseDrain) || !a.answered(m.From) {
+		if (m.phase != PhaseJobs && m.phase != PhaseDrain) || !m.answered(msg.From) {
 			return
 		}
 	case Released:
-		if st.phase != PhaseRelease {
+		if m.phase != PhaseRelease {
 			return
 		}
 	case successorDone:
-		if st.phase != PhaseSuccessor {
+		if m.phase != PhaseSuccessor {
 			return
 		}
-		a.successorFound(m)
+		m.successorFound(out, now, msg)
 	case sessionsDone:
-		if st.phase != PhaseSessions {
+		if m.phase != PhaseSessions {
 			return
 		}
-		if m.err != nil {
-			a.r.log.Warn("sessions still open at the drain deadline", zap.Error(m.err))
+		if msg.err != nil {
+			out.log(zapcore.WarnLevel, "sessions still open at the drain deadline", zap.Error(msg.err))
 		}
 	case Down:
-		if st.phase != PhaseStop || !a.answered(m.From) {
+		if m.phase != PhaseStop || !m.answered(msg.From) {
 			return
 		}
 	case DrainMarked:
-		if st.phase != PhaseDrained {
+		if m.phase != PhaseDrained {
 			return
 		}
 	case phaseDeadline:
-		if st.phase != m.phase {
+		if m.phase != msg.phase {
 			return
 		}
-		if m.phase == PhaseSuccessor {
-			a.noSuccessor(lease.Holder{}) // an engine without a standby ends this way
+		if msg.phase == PhaseSuccessor {
+			m.noSuccessor(out, lease.Holder{}) // an engine without a standby ends this way
 			break
 		}
-		if m.phase == PhaseJobs && a.holdForJobs(c) {
+		if msg.phase == PhaseJobs && m.holdForJobs(out, now) {
 			return
 		}
-		a.r.log.Warn("handover phase deadline passed", zap.Stringer("phase", m.phase), zap.Int("unanswered", len(st.waiting)))
+		out.log(zapcore.WarnLevel, "handover phase deadline passed", zap.Stringer("phase", msg.phase), zap.Int("unanswered", len(m.waiting)))
 	default:
 		return
 	}
-	for p := a.next(st.phase); !a.begin(c, p); p = a.next(p) {
+	for p := m.next(m.phase); !m.begin(out, now, p); p = m.next(p) {
+		if m.phase == p {
+			m.in = InputOver // the phase begun had nothing to wait for
+		}
 	}
 }
 
 // begin enters phase p and sends its message. It reports whether the phase waits;
-// one with nothing to wait for is over at once, and the next one begins.
-func (a *rootActor) begin(c *actor.Context, p Phase) (waits bool) {
-	r, st := a.r, a.st
+// one with nothing to wait for is over at once, and the next one begins. A phase with
+// nothing to do at all (no jobs host, no successor check) is not entered.
+func (m *HandoverMachine) begin(out *HandoverOutput, now time.Time, p Phase) (waits bool) {
+	cfg := &m.cfg
 	switch p {
 	case PhaseJobs:
-		if r.cfg.Jobs == nil {
+		if cfg.jobs == nil {
 			return false
 		}
-		st.drainBy = time.Now().Add(r.cfg.Drain)
-		a.enter(c, p, st.drainBy, r.cfg.Jobs)
-		return a.stopJobs(c, StopAccepting{Deadline: st.drainBy})
+		m.drainBy = now.Add(cfg.drain)
+		m.enter(out, now, p, m.drainBy, cfg.jobs)
+		return m.stopJobs(out, now, StopAccepting{Deadline: m.drainBy})
 	case PhaseRelease:
-		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
-		if r.cfg.Ownership.Status().State.Terminal() {
+		m.enter(out, now, p, now.Add(2*cfg.lease.RenewEvery()))
+		if m.owner.Terminal() {
 			return false // nothing to release: lost, or released already
 		}
-		c.Send(r.cfg.Ownership.PID(), Release{})
+		out.send(cfg.ownership, Release{})
 		return true
 	case PhaseSuccessor:
-		if r.cfg.Successor == nil {
+		if !cfg.successor {
 			return false
 		}
-		return a.beginSuccessor(c)
+		return m.beginSuccessor(out, now)
 	case PhaseDrain:
 		// drain_seconds count from the release, however long we waited for the
 		// successor: the epoch's deferral relies on our drain ending first (Epoch, (b)).
-		from := st.released
+		from := m.released
 		if from.IsZero() {
-			from = time.Now()
+			from = now
 		}
-		st.drainBy = from.Add(r.cfg.Drain)
-		a.enter(c, p, st.drainBy, r.cfg.Members...)
-		if len(r.cfg.Members) == 0 || r.cfg.Drain <= 0 {
+		m.drainBy = from.Add(cfg.drain)
+		m.enter(out, now, p, m.drainBy, cfg.members...)
+		if len(cfg.members) == 0 || cfg.drain <= 0 {
 			return false
 		}
-		a.stopAccepting(c, StopAccepting{Deadline: st.drainBy})
+		m.stopAccepting(out, now, StopAccepting{Deadline: m.drainBy})
 		return true
 	case PhaseSessions:
-		a.enter(c, p, st.drainBy)
-		if r.cfg.Sessions == nil || !time.Now().Before(st.drainBy) {
+		m.enter(out, now, p, m.drainBy)
+		if !cfg.sessions || !now.Before(m.drainBy) {
 			return false
 		}
-		a.waitSessions(c)
+		out.Waits = append(out.Waits, WaitStart{Kind: WaitSessions, Deadline: m.drainBy})
 		return true
 	case PhaseStop:
-		pids := a.members(true)
-		a.enter(c, p, time.Now().Add(stopBound), pids...)
+		pids := m.members(true)
+		m.enter(out, now, p, now.Add(stopBound), pids...)
 		if len(pids) == 0 {
 			return false
 		}
-		a.fanOut(c, Stop{}, true)
+		m.fanOut(out, Stop{}, true)
 		return true
 	case PhaseDrained:
 		// After the drain and sessions phases and the stop: nothing of ours runs any
 		// more, so the successor may fence our epoch now instead of at its drain_seconds.
-		a.enter(c, p, time.Now().Add(2*r.cfg.Ownership.Config().RenewEvery()))
-		c.Send(r.cfg.Ownership.PID(), MarkDrained{})
+		m.enter(out, now, p, now.Add(2*cfg.lease.RenewEvery()))
+		out.send(cfg.ownership, MarkDrained{})
 		return true
 	default:
-		a.enter(c, PhaseDone, time.Time{})
-		a.end(nil)
+		m.enter(out, now, PhaseDone, time.Time{})
+		m.end(out, nil)
 		return true
 	}
 }
 
 // enter makes p the current phase, waiting for an answer from each of pids, bounded by
 // deadline; it reports the duration of the phase it leaves.
-func (a *rootActor) enter(c *actor.Context, p Phase, deadline time.Time, pids ...*actor.PID) {
-	r, st := a.r, a.st
-	now := time.Now()
-	if st.phase > PhaseRelaying && r.cfg.OnPhase != nil {
-		r.cfg.OnPhase(st.phase, now.Sub(st.phaseStart))
+func (m *HandoverMachine) enter(out *HandoverOutput, now time.Time, p Phase, deadline time.Time, pids ...*actor.PID) {
+	if m.phase > PhaseRelaying {
+		out.Phases = append(out.Phases, PhaseTime{Phase: m.phase, D: now.Sub(m.phaseStart)})
 	}
-	st.phase, st.phaseStart, st.deadline = p, now, deadline
-	st.waiting = map[string]bool{}
+	m.to(out, p)
+	m.phaseStart, m.deadline = now, deadline
+	m.waiting = map[string]bool{}
 	for _, pid := range pids {
-		st.waiting[pid.String()] = true
+		m.waiting[pid.String()] = true
 	}
-	r.log.Info("handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)),
-		zap.Uint64("revision", st.revision), zap.Uint64("epoch", st.epoch))
-	a.armPhase(c)
+	out.log(zapcore.InfoLevel, "handover", zap.Stringer("phase", p), zap.Int("waiting_for", len(pids)),
+		zap.Uint64("revision", m.revision), zap.Uint64("epoch", m.epoch))
 }
 
 // answered counts a member's answer for the current phase; it reports whether the
 // phase has every answer it waits for.
-func (a *rootActor) answered(from *actor.PID) bool {
-	st := a.st
-	if from == nil || !st.waiting[from.String()] {
+func (m *HandoverMachine) answered(from *actor.PID) bool {
+	if from == nil || !m.waiting[from.String()] {
 		return false
 	}
-	delete(st.waiting, from.String())
-	return len(st.waiting) == 0
-}
-
-// waitSessions starts the second wait for sessions, bounded by the drain deadline.
-func (a *rootActor) waitSessions(c *actor.Context) {
-	wait := a.r.cfg.Sessions
-	a.goWait(c, a.st.drainBy, func(ctx context.Context) any { return sessionsDone{err: wait(ctx)} })
-}
-
-// goWait runs wait on a goroutine of the root's, bounded by deadline, and sends the
-// root what it returns. Stopped cancels it and Close waits for it.
-func (a *rootActor) goWait(c *actor.Context, deadline time.Time, wait func(ctx context.Context) any) {
-	st := a.st
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	done := make(chan struct{})
-	// The waits of the cascade so far, less those that have returned.
-	st.waits = slices.DeleteFunc(st.waits, func(w bgWait) bool {
-		select {
-		case <-w.done:
-			return true
-		default:
-			return false
-		}
-	})
-	st.waits = append(st.waits, bgWait{cancel: cancel, done: done})
-	e, self := c.Engine(), c.PID()
-	go func() {
-		defer close(done)
-		defer cancel()
-		e.Send(self, wait(ctx))
-	}()
+	delete(m.waiting, from.String())
+	return len(m.waiting) == 0
 }
 
 // holdForJobs is the jobs phase at its deadline (the drain deadline): the jobs host has
@@ -227,22 +196,69 @@ func (a *rootActor) goWait(c *actor.Context, deadline time.Time, wait func(ctx c
 // next holder starts the same job, and only the lease keeps the next holder from
 // starting it. It reports whether the phase waits; it does not once the lease is no
 // longer ours to keep (lost, or released already), nor when the fail point
-// release-before-jobs put the release first. The deadline is armed again a lease period
+// release-before-jobs put the release first. The deadline is moved a lease period
 // later, so the log says, once a lease period, that the handover still waits.
-func (a *rootActor) holdForJobs(c *actor.Context) (waits bool) {
-	r, st := a.r, a.st
-	if len(st.waiting) == 0 || a.next(PhaseRelaying) != PhaseJobs {
+func (m *HandoverMachine) holdForJobs(out *HandoverOutput, now time.Time) (waits bool) {
+	if len(m.waiting) == 0 || m.next(PhaseRelaying) != PhaseJobs {
 		return false
 	}
-	switch r.cfg.Ownership.Status().State {
+	switch m.owner {
 	case lease.StateServing, lease.StateFenced:
 	default:
 		return false
 	}
-	period := r.cfg.Ownership.Config().Lease
-	r.log.Warn("handover: a job's run has not returned since it was cancelled at the drain deadline; the engine keeps the lease until it returns, so no other engine starts the job meanwhile",
-		zap.Duration("waited", time.Since(st.phaseStart)), zap.Duration("next_report_in", period))
-	st.deadline = time.Now().Add(period)
-	a.armPhase(c)
+	period := m.cfg.lease.Lease
+	out.log(zapcore.WarnLevel, "handover: a job's run has not returned since it was cancelled at the drain deadline; the engine keeps the lease until it returns, so no other engine starts the job meanwhile",
+		zap.Duration("waited", now.Sub(m.phaseStart)), zap.Duration("next_report_in", period))
+	m.deadline = now.Add(period)
+	m.to(out, PhaseJobs)
 	return true
+}
+
+// next is the handover phase after p: the next one, or with release-before-jobs the
+// release first and the jobs last (after the drain, before the stop).
+func (m *HandoverMachine) next(p Phase) Phase {
+	if m.cfg.faults.releaseBeforeJobs {
+		switch p {
+		case PhaseRelaying:
+			return PhaseRelease
+		case PhaseRelease:
+			return PhaseSuccessor
+		case PhaseSuccessor:
+			return PhaseDrain
+		case PhaseSessions:
+			return PhaseJobs
+		case PhaseJobs:
+			return PhaseStop
+		}
+	}
+	return p + 1
+}
+
+// stopJobs tells the jobs host to stop; the phase waits for its Drained. With
+// release-before-jobs (the lease released a while ago) it tells it only a lease later.
+func (m *HandoverMachine) stopJobs(out *HandoverOutput, now time.Time, msg StopAccepting) (waits bool) {
+	if m.cfg.faults.releaseBeforeJobs {
+		m.later(out, now, m.cfg.lease.Lease, msg, m.cfg.jobs)
+		return true
+	}
+	out.send(m.cfg.jobs, msg)
+	return true
+}
+
+// stopAccepting tells every member to stop accepting; with serve-after-release only
+// lease/2 later (after the successor answered), past the designed overlap of lease/4.
+func (m *HandoverMachine) stopAccepting(out *HandoverOutput, now time.Time, msg StopAccepting) {
+	if m.cfg.faults.serveAfterRelease {
+		m.later(out, now, m.cfg.lease.Lease/2, msg, m.cfg.members...)
+		return
+	}
+	m.fanOut(out, msg, false)
+}
+
+// later holds msg to pids back for d (a fail point's), sent from the root so their
+// replies reach it.
+func (m *HandoverMachine) later(out *HandoverOutput, now time.Time, d time.Duration, msg any, pids ...*actor.PID) {
+	out.log(zapcore.WarnLevel, "fail point: holding a handover message back", zap.String("message", fmt.Sprintf("%T", msg)), zap.Duration("for", d))
+	out.Held = append(out.Held, Held{At: now.Add(d), Msg: msg, To: pids})
 }

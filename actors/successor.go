@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/abi-engine/engine/lease"
 )
@@ -33,28 +33,18 @@ func successorBound(leasePeriod, drain time.Duration) time.Duration {
 // beginSuccessor enters PhaseSuccessor and starts the wait; it reports whether the
 // phase waits. Nothing to wait for: no member, no time (successorBound), or no release
 // to follow (the lease was lost, and the members were stopped with it).
-func (a *rootActor) beginSuccessor(c *actor.Context) (waits bool) {
-	r, st := a.r, a.st
-	st.released = time.Now()
-	bound := successorBound(r.cfg.Ownership.Config().Lease, r.cfg.Drain)
-	a.enter(c, PhaseSuccessor, st.released.Add(bound))
-	if bound <= 0 || len(r.cfg.Members) == 0 || r.cfg.Ownership.Status().State != lease.StateReleased || a.skipSuccessor() {
+func (m *HandoverMachine) beginSuccessor(out *HandoverOutput, now time.Time) (waits bool) {
+	m.released = now
+	bound := successorBound(m.cfg.lease.Lease, m.cfg.drain)
+	m.enter(out, now, PhaseSuccessor, m.released.Add(bound))
+	if bound <= 0 || len(m.cfg.members) == 0 || m.owner != lease.StateReleased || m.cfg.faults.skipSuccessor {
 		return false
 	}
-	if st.standbys == standbysNone {
-		a.r.log.Info("handover: no engine stands by; stopping accepting at once")
+	if m.standbys == standbysNone {
+		out.log(zapcore.InfoLevel, "handover: no engine stands by; stopping accepting at once")
 		return false
 	}
-	store, me, confirm := r.cfg.Ownership.core.cfg.Store, r.cfg.Ownership.Config().Me.InstanceID, r.cfg.Successor
-	a.goWait(c, st.deadline, func(ctx context.Context) any {
-		h, err := nextHolder(ctx, store, me)
-		if err == nil {
-			if err = confirm(ctx, h); err != nil {
-				err = fmt.Errorf("the new holder %s does not answer at the broker: %w", h, err)
-			}
-		}
-		return successorDone{holder: h, err: err}
-	})
+	out.Waits = append(out.Waits, WaitStart{Kind: WaitSuccessor, Deadline: m.deadline})
 	return true
 }
 
@@ -74,63 +64,65 @@ const rollCallWindow = 250 * time.Millisecond
 // of the root's that reports rollCallDone. An engine without a standby then ends its
 // subscriptions right after the release, as before the successor phase, instead of
 // serving on for its bound while nobody comes.
-func (a *rootActor) rollCall(c *actor.Context) {
-	ask := a.r.cfg.AnyStandby
-	if ask == nil {
+func (m *HandoverMachine) rollCall(out *HandoverOutput, now time.Time) {
+	if !m.cfg.rollCall {
 		return
 	}
-	a.goWait(c, time.Now().Add(rollCallWindow), func(ctx context.Context) any {
-		found, err := ask(ctx)
-		return rollCallDone{any: found, err: err}
-	})
+	out.Waits = append(out.Waits, WaitStart{Kind: WaitRollCall, Deadline: now.Add(rollCallWindow)})
 }
 
 // rollCalled records the roll call's answer; it reports whether the cascade moves on:
 // in the successor phase, an answer of none ends the wait.
-func (a *rootActor) rollCalled(m rollCallDone) bool {
-	st := a.st
+func (m *HandoverMachine) rollCalled(out *HandoverOutput, msg rollCallDone) bool {
 	switch {
-	case m.err != nil:
-		a.r.log.Warn("handover: the roll call of standbys failed; waiting for a successor as if one stood by", zap.Error(m.err))
+	case msg.err != nil:
+		out.log(zapcore.WarnLevel, "handover: the roll call of standbys failed; waiting for a successor as if one stood by", zap.Error(msg.err))
 		return false
-	case m.any:
-		st.standbys = standbysSome
-		return false
-	}
-	st.standbys = standbysNone
-	if st.phase != PhaseSuccessor {
+	case msg.any:
+		m.standbys = standbysSome
 		return false
 	}
-	a.r.log.Info("handover: no engine stands by; stopping accepting")
+	m.standbys = standbysNone
+	if m.phase != PhaseSuccessor {
+		return false
+	}
+	out.log(zapcore.InfoLevel, "handover: no engine stands by; stopping accepting")
 	return true
 }
 
 // successorFound logs how the wait for a successor ended (its report, or the phase
 // deadline: the same instant, whichever the root hears of first).
-func (a *rootActor) successorFound(m successorDone) {
-	log, took := a.r.log, time.Since(a.st.released)
+func (m *HandoverMachine) successorFound(out *HandoverOutput, now time.Time, msg successorDone) {
+	took := now.Sub(m.released)
 	switch {
-	case m.err == nil:
-		log.Info("handover: the new holder answers at the broker; stopping accepting",
-			zap.String("holder", m.holder.String()), zap.Duration("after_release", took))
-	case errors.Is(m.err, context.DeadlineExceeded):
-		a.noSuccessor(m.holder)
+	case msg.err == nil:
+		out.log(zapcore.InfoLevel, "handover: the new holder answers at the broker; stopping accepting",
+			zap.String("holder", msg.holder.String()), zap.Duration("after_release", took))
+	case errors.Is(msg.err, context.DeadlineExceeded):
+		m.noSuccessor(out, msg.holder)
 	default:
-		log.Warn("handover: could not confirm a successor; stopping accepting",
-			zap.Duration("after_release", took), zap.Error(m.err))
+		out.log(zapcore.WarnLevel, "handover: could not confirm a successor; stopping accepting",
+			zap.Duration("after_release", took), zap.Error(msg.err))
 	}
 }
 
 // noSuccessor logs a wait for a successor that reached its bound: nobody took the lease
 // (an engine without a standby), or the new holder did not answer in time.
-func (a *rootActor) noSuccessor(h lease.Holder) {
-	bound := successorBound(a.r.cfg.Ownership.Config().Lease, a.r.cfg.Drain)
+func (m *HandoverMachine) noSuccessor(out *HandoverOutput, h lease.Holder) {
+	bound := successorBound(m.cfg.lease.Lease, m.cfg.drain)
 	if h == (lease.Holder{}) {
-		a.r.log.Info("handover: no engine answered for the released lease; stopping accepting", zap.Duration("waited", bound))
+		out.log(zapcore.InfoLevel, "handover: no engine answered for the released lease; stopping accepting", zap.Duration("waited", bound))
 		return
 	}
-	a.r.log.Warn("handover: the new holder did not answer at the broker in time; stopping accepting",
+	out.log(zapcore.WarnLevel, "handover: the new holder did not answer at the broker in time; stopping accepting",
 		zap.String("holder", h.String()), zap.Duration("waited", bound))
+}
+
+// NextHolder watches the lease until another engine than this one holds it, and
+// returns it: the root's wait for a successor, on a goroutine of its own. It returns
+// ctx's error when ctx ends first.
+func (o *Ownership) NextHolder(ctx context.Context) (lease.Holder, error) {
+	return nextHolder(ctx, o.core.cfg.Store, o.core.cfg.Lease.Me.InstanceID)
 }
 
 // nextHolder watches the lease until another engine than me holds it, and returns it.

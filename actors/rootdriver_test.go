@@ -1,0 +1,92 @@
+package actors
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
+)
+
+// neverDrains is a member that serves and stops at once, but never drains: the drain
+// phase ends only at its deadline.
+func neverDrains(e *actor.Engine, name string) *actor.PID {
+	return e.SpawnFunc(func(c *actor.Context) {
+		switch c.Message().(type) {
+		case Serve:
+			c.Send(c.Sender(), Accepting{From: c.PID(), On: true})
+		case StopAccepting:
+			c.Send(c.Sender(), Accepting{From: c.PID(), On: false})
+		case Stop:
+			c.Send(c.Sender(), Down{From: c.PID()})
+		}
+	}, name)
+}
+
+// TestRootDeadlinesRunOnItsClock: the root feeds its machine its clock's now and arms
+// the phase deadlines on that clock, never the wall clock: on a clock ten times as fast,
+// a drain deadline of 10 s passes after 1 s.
+func TestRootDeadlinesRunOnItsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+		p := neverDrains(n.e, "primary")
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second,
+			Clock: RateClock(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := root.WaitServing(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := root.Handover(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < time.Second || took >= 2*time.Second {
+			t.Fatalf("the handover took %s, want the 10 s drain on a clock ten times as fast: about 1 s", took)
+		}
+		<-n.e.Poison(p).Done()
+		closeRoot(t, root)
+	})
+}
+
+// TestRootCloseWaitsForItsWaits: Close returns only once the root's waits have returned
+// (here the second wait for sessions, which ignores its ctx for a while), and says so
+// when its own ctx ends first.
+func TestRootCloseWaitsForItsWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+		var j journal
+		p := member(n.e, "primary", &j, lease.NewMemStore(), 0)
+		let := make(chan struct{})
+		waiting := make(chan struct{})
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: time.Hour,
+			Sessions: func(context.Context) error { close(waiting); <-let; return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := root.WaitServing(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		hctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		handed := make(chan error, 1)
+		go func() { handed <- root.Handover(hctx) }()
+		<-waiting
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := root.Close(ctx); err == nil {
+			t.Fatal("Close returned while the wait for sessions had not")
+		}
+		close(let)
+		stop()
+		if err := <-handed; err == nil {
+			t.Fatal("a handover the root's close cut short returned no error")
+		}
+		<-n.e.Poison(p).Done()
+	})
+}
