@@ -90,7 +90,7 @@ type LeaseStatus struct {
 // no other engine serves), and Readiness names the member.
 func (e *Engine) State() State {
 	e.mu.Lock()
-	role, own, root, up := e.role, e.ownership, e.root, e.up
+	role, own, root, up := e.role, e.ownership, e.root, e.upLocked()
 	e.mu.Unlock()
 	switch {
 	case !up:
@@ -199,7 +199,7 @@ var errLoading = errors.New("engine: loading")
 // something other than an engine), for as long as this engine holds the lease.
 func (e *Engine) Readiness() error {
 	e.mu.Lock()
-	up, set, root, own := e.up, e.serving, e.root, e.ownership
+	up, set, root, own := e.upLocked(), e.serving, e.root, e.ownership
 	e.mu.Unlock()
 	if !up {
 		return errLoading

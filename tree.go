@@ -112,15 +112,15 @@ func (t *tree) remove(name string) {
 	t.log.Debug("service stopped", zap.String("service", name))
 }
 
-// stop stops every service in stopOrder, then the engine's own tree. It is idempotent:
+// stop stops every service in order, then the engine's own tree. It is idempotent:
 // a second call waits until the first is done.
-func (t *tree) stop() {
+func (t *tree) stop(order []string) {
 	t.stopMu.Lock()
 	defer t.stopMu.Unlock()
 	t.mu.Lock()
 	t.stopped = true
 	t.mu.Unlock()
-	for _, name := range stopOrder {
+	for _, name := range order {
 		t.remove(name)
 	}
 	t.mu.Lock()
@@ -149,18 +149,40 @@ func (s onStop) Serve(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// teardown stops what Load started, in stopOrder. It is idempotent; the first caller
-// does the work and later ones return at once.
+// teardown is the one close of what Load started: the tree's services in stopOrder,
+// then the broker's store lock. Only the ending (lifecycle.go) calls it, once.
 func (e *Engine) teardown() {
-	e.tree.stop()
+	e.tree.stop(e.stopOrder())
 	e.closeBroker()
 }
 
+// stopOrder is the order the teardown stops the services in, decided once as it
+// begins: a service connection that is not connected closes right after the control
+// subjects. Nothing more arrives on it and no answer can leave, and a stopped member
+// would wait for a round trip on it (a flush) until it reconnects: closed first, the
+// members' waits end at once, as they would at the broker.
+func (e *Engine) stopOrder() []string {
+	e.mu.Lock()
+	set := e.serving
+	e.mu.Unlock()
+	if set == nil || set.conn.IsConnected() {
+		return stopOrder
+	}
+	order := []string{svcControl, svcService}
+	for _, name := range stopOrder {
+		if name != svcControl && name != svcService {
+			order = append(order, name)
+		}
+	}
+	return order
+}
+
 // stopActors is the actors' part of the teardown, in order: the root first, so no role
-// command reaches a member behind it; the members (they stop at once, answer what they
-// had received, and their actors are poisoned and closed); the ownership (the lease
-// given up if it is still held: a failed Load, or an end on its own); the panic watcher
-// last, so a panic of any of them is still reported.
+// command reaches a member behind it; the members (told to stop unless the root's
+// cascade told them already, they answer what they had received, and their actors are
+// poisoned and closed); the ownership (the lease given up if it is still held and no
+// handover asked for its release: a failed Load, a rival); the panic watcher last, so a
+// panic of any of them is still reported.
 func (e *Engine) stopActors() {
 	e.mu.Lock()
 	set, root, own, sys, stopPanics := e.serving, e.root, e.ownership, e.actorSys, e.stopPanics
@@ -175,35 +197,68 @@ func (e *Engine) stopActors() {
 	}
 	jobsEnded := true
 	if set != nil {
-		set.stop()
-		set.answerReceived(bound) // before anything closes: see answerReceived
-		if !set.conn.IsConnected() {
-			// Nothing more arrives on it and no answer can leave, and a stopped member
-			// would wait for a round trip on it (a flush) until it reconnects: close it
-			// now, so the members' waits end at once, as they would at the broker.
-			e.tree.remove(svcService)
+		if cascadeStopped(root) {
+			e.counts.memberStops.Add(1)
+		} else {
+			set.stop()
+			e.counts.memberStops.Add(1)
 		}
+		set.answerReceived(bound) // before anything closes: see answerReceived
 		jobsEnded = set.closeMembers(bound, sys)
+		e.counts.membersClose.Add(1)
 	}
 	if own != nil {
-		s := own.Status().State
-		if (s == lease.StateServing || s == lease.StateFenced) && !jobsEnded {
-			// A released lease is taken at once, and the next holder would start the
-			// job beside the run still going here. Unreleased, it lapses: the next
-			// holder takes it over a lease period later, under a new epoch, which a
-			// store checking the epoch the run carries (CallEpoch) refuses it under.
-			e.log.Error("a job's run has not returned although cancelled: the lease is not released, so another engine takes it over only once it lapses, under a new epoch")
-		} else if s == lease.StateServing || s == lease.StateFenced {
-			if _, err := own.Release(bound); err != nil {
-				e.log.Warn("releasing the lease", zap.Error(err))
-			}
-		}
+		e.giveUpLease(bound, own, root, jobsEnded)
 		if err := own.Stop(bound); err != nil {
 			e.log.Warn("stopping the ownership", zap.Error(err))
 		}
 	}
 	if stopPanics != nil {
 		stopPanics()
+	}
+}
+
+// cascadeStopped reports whether the root's cascade told every member Stop: the
+// handover reached its stop phase, or the lease was fenced or lost (the root relays
+// Stop at once). The root is closed already: what it published is final.
+func cascadeStopped(root *actors.Root) bool {
+	if root == nil {
+		return false
+	}
+	if root.Phase() >= actors.PhaseStop && root.Phase() <= actors.PhaseDone {
+		return true
+	}
+	s := root.State()
+	return s == lease.StateFenced || s == lease.StateLost
+}
+
+// giveUpLease releases a lease the engine still holds (serving or fenced), once: when
+// the handover asked for the release already (its release phase began), it waits for
+// that one instead of asking again.
+func (e *Engine) giveUpLease(ctx context.Context, own *actors.Ownership, root *actors.Root, jobsEnded bool) {
+	s := own.Status().State
+	if root != nil && root.Phase() >= actors.PhaseRelease && root.Phase() <= actors.PhaseDone {
+		e.counts.releases.Add(1) // the handover's
+		if s == lease.StateServing || s == lease.StateFenced {
+			if _, err := own.WaitFor(ctx, func(st actors.Status) bool { return st.State.Terminal() }); err != nil {
+				e.log.Warn("waiting for the handover's release of the lease", zap.Error(err))
+			}
+		}
+		return
+	}
+	switch {
+	case s != lease.StateServing && s != lease.StateFenced:
+	case !jobsEnded:
+		// A released lease is taken at once, and the next holder would start the job
+		// beside the run still going here. Unreleased, it lapses: the next holder takes
+		// it over a lease period later, under a new epoch, which a store checking the
+		// epoch the run carries (CallEpoch) refuses it under.
+		e.log.Error("a job's run has not returned although cancelled: the lease is not released, so another engine takes it over only once it lapses, under a new epoch")
+	default:
+		e.counts.releases.Add(1)
+		if _, err := own.Release(ctx); err != nil {
+			e.log.Warn("releasing the lease", zap.Error(err))
+		}
 	}
 }
 
@@ -222,14 +277,13 @@ func (e *Engine) startWatch(root *actors.Root) {
 		}
 		if err := root.Err(); err != nil {
 			e.log.Error("engine ending", zap.Error(err))
-			e.teardown()
-			e.finish(err)
+			e.beginEnd(endOnItsOwn, err)
 		}
 	}()
 }
 
-// stopWatchers stops the watch of the root and waits for it: an end on its own that has
-// begun its teardown finishes it first.
+// stopWatchers stops the watches (of the root, of rivals) and waits for them; the
+// ending calls it before the teardown.
 func (e *Engine) stopWatchers() {
 	e.stopWatchOnce.Do(func() { close(e.stopWatch) })
 	e.watchers.Wait()
