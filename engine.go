@@ -174,7 +174,7 @@ type Engine struct {
 	serving    *servingSet
 	kv         keyvalue.Store
 	objects    objectstorage.Store
-	stopPanics func() // ends the watch of the actors' panics
+	actorStops stopper // stops the actors, last built first (stopper.go)
 
 	// the embedded broker this engine started, whose store lock teardown lets go; and
 	// how an engine with no URL found another engine's broker instead (brokerURL), ""
@@ -247,6 +247,7 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		stopWatch: make(chan struct{}),
 	}
 	e.tree = newTree(o.tree, e.log)
+	e.actorStops.log = e.log
 	if spec := failpoint.String(o.failpoints); spec != "" {
 		e.log.Warn("fail points on: this engine misbehaves on purpose (chaos)", zap.String("failpoints", spec))
 		failpoint.Notify(o.failpoints, func(n failpoint.Name, detail string) {

@@ -106,6 +106,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	e.mu.Lock()
 	e.ownership = own
 	e.mu.Unlock()
+	e.actorStops.push("ownership", func(ctx context.Context, c *closing) { e.stopOwnershipActors(ctx, own, c) })
 	return own.Claim(ctx)
 }
 
@@ -128,8 +129,9 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.role = config.RoleServe
 	e.mu.Unlock()
 	set, err := e.buildServing(ctx, nc)
-	e.mu.Lock()
 	// A set that failed half-built is kept too: the teardown stops what it spawned.
+	e.actorStops.push("members", func(ctx context.Context, c *closing) { e.stopMembers(ctx, set, c) })
+	e.mu.Lock()
 	e.serving = set
 	if err == nil {
 		e.kv, e.objects = set.kv, set.objects
@@ -162,6 +164,11 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.mu.Lock()
 	e.root = root
 	e.mu.Unlock()
+	e.actorStops.push("root", func(ctx context.Context, _ *closing) {
+		if err := root.Close(ctx); err != nil {
+			e.log.Warn("stopping the root actor", zap.Error(err))
+		}
+	})
 	e.startWatch(root)
 	e.watchRivals()
 	if err := e.serveControl(nc); err != nil {

@@ -177,44 +177,42 @@ func (e *Engine) stopOrder() []string {
 	return order
 }
 
-// stopActors is the actors' part of the teardown, in order: the root first, so no role
-// command reaches a member behind it; the members (told to stop unless the root's
-// cascade told them already, they answer what they had received, and their actors are
-// poisoned and closed); the ownership (the lease given up if it is still held and no
-// handover asked for its release: a failed Load, a rival); the panic watcher last, so a
-// panic of any of them is still reported.
+// stopActors is the actors' part of the teardown: the handles are let go (the engine
+// reads as idle from now on), and the stopper stops the actors in the reverse order
+// they were built (stopper.go).
 func (e *Engine) stopActors() {
 	e.mu.Lock()
-	set, root, own, sys, stopPanics := e.serving, e.root, e.ownership, e.actorSys, e.stopPanics
-	e.serving, e.root, e.ownership, e.stopPanics = nil, nil, nil, nil
+	root := e.root
+	e.serving, e.root, e.ownership = nil, nil, nil
 	e.mu.Unlock()
 	bound, cancel := context.WithTimeout(context.Background(), teardownBound)
 	defer cancel()
-	if root != nil {
-		if err := root.Close(bound); err != nil {
-			e.log.Warn("stopping the root actor", zap.Error(err))
-		}
+	e.actorStops.close(bound, &closing{root: root})
+}
+
+// stopMembers is the members' stop: told Stop unless the root's cascade told them
+// already, they answer what they had received, and their actors are poisoned and
+// their hosts closed. A job's run that has not returned is left in c for the
+// ownership's stop.
+func (e *Engine) stopMembers(ctx context.Context, set *servingSet, c *closing) {
+	if !cascadeStopped(c.root) {
+		set.stop()
 	}
-	jobsEnded := true
-	if set != nil {
-		if cascadeStopped(root) {
-			e.counts.memberStops.Add(1)
-		} else {
-			set.stop()
-			e.counts.memberStops.Add(1)
-		}
-		set.answerReceived(bound) // before anything closes: see answerReceived
-		jobsEnded = set.closeMembers(bound, sys)
-		e.counts.membersClose.Add(1)
-	}
-	if own != nil {
-		e.giveUpLease(bound, own, root, jobsEnded)
-		if err := own.Stop(bound); err != nil {
-			e.log.Warn("stopping the ownership", zap.Error(err))
-		}
-	}
-	if stopPanics != nil {
-		stopPanics()
+	e.counts.memberStops.Add(1)
+	set.answerReceived(ctx) // before anything closes: see answerReceived
+	e.mu.Lock()
+	sys := e.actorSys
+	e.mu.Unlock()
+	c.jobsLeft = !set.closeMembers(ctx, sys)
+	e.counts.membersClose.Add(1)
+}
+
+// stopOwnershipActors is the ownership's stop: the lease given up if it is still held and
+// no handover asked for its release (a failed Load, a rival), then its actors.
+func (e *Engine) stopOwnershipActors(ctx context.Context, own *actors.Ownership, c *closing) {
+	e.giveUpLease(ctx, own, c.root, !c.jobsLeft)
+	if err := own.Stop(ctx); err != nil {
+		e.log.Warn("stopping the ownership", zap.Error(err))
 	}
 }
 
