@@ -106,7 +106,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	e.mu.Lock()
 	e.ownership = own
 	e.mu.Unlock()
-	e.actorStops.push("ownership", func(ctx context.Context, c *closing) { e.stopOwnershipActors(ctx, own, c) })
+	e.actorStops.push("ownership", func(bound context.Context, c *closing) { e.stopOwnershipActors(bound, own, c) })
 	return own.Claim(ctx)
 }
 
@@ -130,7 +130,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.mu.Unlock()
 	set, err := e.buildServing(ctx, nc)
 	// A set that failed half-built is kept too: the teardown stops what it spawned.
-	e.actorStops.push("members", func(ctx context.Context, c *closing) { e.stopMembers(ctx, set, c) })
+	e.actorStops.push("members", func(bound context.Context, c *closing) { e.stopMembers(bound, set, c) })
 	e.mu.Lock()
 	e.serving = set
 	if err == nil {
@@ -164,8 +164,8 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.mu.Lock()
 	e.root = root
 	e.mu.Unlock()
-	e.actorStops.push("root", func(ctx context.Context, _ *closing) {
-		if err := root.Close(ctx); err != nil {
+	e.actorStops.push("root", func(bound context.Context, _ *closing) {
+		if err := root.Close(bound); err != nil {
 			e.log.Warn("stopping the root actor", zap.Error(err))
 		}
 	})
