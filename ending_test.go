@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,15 +95,25 @@ func TestEveryEndStopsAndReleasesOnce(t *testing.T) {
 
 	t.Run("failed load", func(t *testing.T) {
 		srv := natstest.Start(t)
-		// The service's store refuses every epoch: its primary never serves, so
-		// Load fails waiting for the services once every member was told Serve.
+		// The service's store refuses every epoch: its primary never serves, so Load
+		// waits for the services until it is cancelled, once every member was told
+		// Serve (the store was asked).
+		fence := &refusingFence{asked: make(chan struct{})}
 		svc := engine.Service{Name: "stuck", Data: engine.SharedData(),
 			Operations: map[string]primaries.Operation{"op": func(context.Context, []byte) ([]byte, error) { return nil, nil }},
-			Fence:      refusingFence{}}
+			Fence:      fence}
 		e := newEngine(t, cfg(t, srv.URL(), "serve", "", "memory"), engine.WithService(svc))
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := e.Load(ctx); err == nil {
+		loaded := make(chan error, 1)
+		go func() { loaded <- e.Load(ctx) }()
+		select {
+		case <-fence.asked:
+			cancel()
+		case err := <-loaded:
+			t.Fatalf("Load returned %v before the service's store was asked", err)
+		}
+		if err := <-loaded; err == nil {
 			t.Fatal("Load succeeded with a service that cannot serve")
 		}
 		select {
@@ -117,9 +128,14 @@ func TestEveryEndStopsAndReleasesOnce(t *testing.T) {
 	})
 }
 
-type refusingFence struct{}
+// refusingFence is a store that refuses every epoch; asked closes at the first.
+type refusingFence struct {
+	asked chan struct{}
+	once  sync.Once
+}
 
-func (refusingFence) AdoptEpoch(context.Context, uint64) error {
+func (f *refusingFence) AdoptEpoch(context.Context, uint64) error {
+	f.once.Do(func() { close(f.asked) })
 	return errors.New("this store refuses every epoch")
 }
 
