@@ -13,6 +13,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -153,7 +154,7 @@ type Engine struct {
 	metrics *metrics
 	me      lease.Holder
 	// tree owns everything Load starts (tree.go); teardown stops it in order.
-	tree *tree
+	tree *servicetree.Tree
 
 	mu     sync.Mutex
 	stage  stage       // the one lifecycle (lifecycle.go)
@@ -174,7 +175,7 @@ type Engine struct {
 	serving    *servingSet
 	kv         keyvalue.Store
 	objects    objectstorage.Store
-	actorStops stopper // stops the actors, last built first (stopper.go)
+	actorStops *servicetree.Stopper[closing] // stops the actors, last built first
 
 	// the embedded broker this engine started, whose store lock teardown lets go; and
 	// how an engine with no URL found another engine's broker instead (brokerURL), ""
@@ -246,8 +247,8 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		done:      make(chan struct{}),
 		stopWatch: make(chan struct{}),
 	}
-	e.tree = newTree(o.tree, e.log)
-	e.actorStops.log = e.log
+	e.tree = servicetree.New(o.tree, e.log, treeTimeout)
+	e.actorStops = servicetree.NewStopper[closing](e.log, teardownBound)
 	if spec := failpoint.String(o.failpoints); spec != "" {
 		e.log.Warn("fail points on: this engine misbehaves on purpose (chaos)", zap.String("failpoints", spec))
 		failpoint.Notify(o.failpoints, func(n failpoint.Name, detail string) {
@@ -357,7 +358,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 
 	// The configuration, the shared-backend check included, was validated by New:
 	// nothing has been touched yet.
-	e.tree.start()
+	e.tree.Start()
 	url, err := e.brokerURL(ctx)
 	if err != nil {
 		return err

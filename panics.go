@@ -16,7 +16,7 @@ import (
 // in /status. It runs before any actor of the engine is spawned.
 func (e *Engine) watchPanics(sys *actor.Engine) {
 	stop := actors.WatchPanics(sys, e.actorPanicked)
-	e.actorStops.push("panics", func(context.Context, *closing) { stop() })
+	e.actorStops.Push("panics", func(context.Context, *closing) { stop() })
 }
 
 func (e *Engine) actorPanicked(p actors.Panicked) {

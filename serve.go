@@ -11,6 +11,7 @@ import (
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/discovery"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -60,7 +61,7 @@ func (s *servingSet) openSessions() int {
 // built is returned with its error, and nothing it opened is left behind.
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
-	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
+	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
 	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err

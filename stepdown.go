@@ -7,6 +7,7 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -27,7 +28,7 @@ func (e *Engine) serveControl(nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	e.tree.add(svcControl, onStop{name: svcControl, stop: s.Stop})
+	e.tree.Add(svcControl, servicetree.OnStop{Name: svcControl, Stop: s.Stop})
 	return nil
 }
 

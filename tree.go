@@ -2,17 +2,15 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/lease"
-	"github.com/abi-engine/engine/supervisor"
-	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 )
 
-// This file is the engine's supervision tree and its teardown. Everything the engine
+// This file is the engine's part of the supervision tree (internal/servicetree) and
+// its teardown. Everything the engine
 // runs is a service of one suture tree: the embedded broker, each NATS connection, the
 // actors (the hollywood engine and every actor on it) and the backends; in
 // `abi-engine run` the HTTP server and the signal handler are in the same tree
@@ -37,122 +35,24 @@ const (
 // used, the sessions' budget, the connections, and the broker under everything last.
 var stopOrder = []string{svcControl, svcActors, svcBackends, svcBudget, svcService, svcClient, svcLease, svcBroker}
 
-// Bounds of the teardown. Each service bounds its own stop; removeBound, past them,
-// only keeps a service that hangs from holding the engine for ever.
+// Bounds of the teardown. Each service bounds its own stop; servicetree.RemoveBound,
+// past them, only keeps a service that hangs from holding the engine for ever.
 const (
 	teardownBound = 10 * time.Second
-	removeBound   = 30 * time.Second
 	treeTimeout   = 30 * time.Second // the engine's own tree: how long a service may take to stop
 )
 
-// tree is the engine's part of the supervision tree.
-type tree struct {
-	sup *suture.Supervisor
-	log *zap.Logger
-	own bool // the engine serves sup (no WithSupervisor)
-
-	stopMu sync.Mutex // one stop at a time: a second waits for the first
-
-	mu      sync.Mutex
-	tokens  map[string]suture.ServiceToken
-	stopped bool
-	cancel  context.CancelFunc // ends sup, when it is the engine's own and started
-	done    <-chan error
-}
-
-func newTree(sup *suture.Supervisor, log *zap.Logger) *tree {
-	t := &tree{sup: sup, log: log, tokens: map[string]suture.ServiceToken{}}
-	if t.sup == nil {
-		t.own = true
-		t.sup = supervisor.NewTree("abi-engine", log, treeTimeout)
-	}
-	return t
-}
-
-// start serves the engine's own tree; a tree given by WithSupervisor is its caller's.
-func (t *tree) start() {
-	if !t.own {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := t.sup.ServeBackground(ctx)
-	t.mu.Lock()
-	t.cancel, t.done = cancel, done
-	t.mu.Unlock()
-}
-
-// add puts svc in the tree under name; the tree starts it. A tree stopped already (a
-// Shutdown while Load ran) stops svc at once instead, so what it holds is let go.
-func (t *tree) add(name string, svc suture.Service) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = svc.Serve(ctx)
-		return
-	}
-	t.tokens[name] = t.sup.Add(svc)
-}
-
-// remove stops the service name and waits until it has stopped. It is a no-op for a
-// service the tree does not hold (never added, or removed already).
-func (t *tree) remove(name string) {
-	t.mu.Lock()
-	tok, ok := t.tokens[name]
-	delete(t.tokens, name)
-	t.mu.Unlock()
-	if !ok {
-		return
-	}
-	if err := t.sup.RemoveAndWait(tok, removeBound); err != nil {
-		t.log.Warn("stopping a service", zap.String("service", name), zap.Error(err))
-		return
-	}
-	t.log.Debug("service stopped", zap.String("service", name))
-}
-
-// stop stops every service in order, then the engine's own tree. It is idempotent:
-// a second call waits until the first is done.
-func (t *tree) stop(order []string) {
-	t.stopMu.Lock()
-	defer t.stopMu.Unlock()
-	t.mu.Lock()
-	t.stopped = true
-	t.mu.Unlock()
-	for _, name := range order {
-		t.remove(name)
-	}
-	t.mu.Lock()
-	cancel, done := t.cancel, t.done
-	t.cancel = nil
-	t.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-// onStop is a service that holds something until its ctx ends, then stops it; stop
-// must be idempotent (suture serves a service again after a panic).
-type onStop struct {
-	name string
-	stop func()
-}
-
-func (s onStop) String() string { return s.name }
-
-// Serve implements suture.Service.
-func (s onStop) Serve(ctx context.Context) error {
-	<-ctx.Done()
-	s.stop()
-	return ctx.Err()
+// closing is what the actors' stops of one teardown pass on to those after them: they
+// run one after another on the teardown's goroutine.
+type closing struct {
+	root     *actors.Root // the root, closed first: what it published is final
+	jobsLeft bool         // a job's run had not returned when the members closed
 }
 
 // teardown is the one close of what Load started: the tree's services in stopOrder,
 // then the broker's store lock. Only the ending (lifecycle.go) calls it, once.
 func (e *Engine) teardown() {
-	e.tree.stop(e.stopOrder())
+	e.tree.Stop(e.stopOrder())
 	e.closeBroker()
 }
 
@@ -187,7 +87,7 @@ func (e *Engine) stopActors() {
 	e.mu.Unlock()
 	bound, cancel := context.WithTimeout(context.Background(), teardownBound)
 	defer cancel()
-	e.actorStops.close(bound, &closing{root: root})
+	e.actorStops.Close(bound, &closing{root: root})
 }
 
 // stopMembers is the members' stop: told Stop unless the root's cascade told them
