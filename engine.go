@@ -343,8 +343,8 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		if err != nil {
 			// The one end, as every other; one begun meanwhile (a lost lease, a
 			// Shutdown) is joined.
-			if end := e.beginEnd(endFailedLoad, nil); end != nil {
-				_ = e.waitEnd(context.Background(), end)
+			if end, started := e.beginEnd(endFailedLoad, nil); end != nil {
+				_ = e.waitEnd(context.Background(), end, started)
 			}
 			return
 		}
@@ -387,9 +387,9 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 // way (a step-down's, a lost lease's) waits for it, and cuts its handover short when
 // ctx ends.
 func (e *Engine) Shutdown(ctx context.Context) error {
-	end := e.beginEnd(endShutdown, nil)
+	end, started := e.beginEnd(endShutdown, nil)
 	if end == nil {
 		return nil
 	}
-	return e.waitEnd(ctx, end)
+	return e.waitEnd(ctx, end, started)
 }

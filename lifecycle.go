@@ -69,20 +69,21 @@ type endCounts struct {
 	membersClose atomic.Int32 // closeMembers runs
 }
 
-// beginEnd starts the engine's end, or joins the one that began first, and returns it;
-// nil for an engine never loaded (its stage is then ended: Load refuses it).
-func (e *Engine) beginEnd(kind endKind, err error) *ending {
+// beginEnd starts the engine's end, or joins the one that began first, and returns it
+// and whether this call started it; nil for an engine never loaded (its stage is then
+// ended: Load refuses it).
+func (e *Engine) beginEnd(kind endKind, err error) (end *ending, started bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch e.stage {
 	case stageNew:
 		e.stage = stageEnded
-		return nil
+		return nil, false
 	case stageEnding, stageEnded:
-		return e.end
+		return e.end, false
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	end := &ending{kind: kind, err: err, up: e.stage == stageUp, cancel: cancel}
+	end = &ending{kind: kind, err: err, up: e.stage == stageUp, cancel: cancel}
 	e.end, e.stage = end, stageEnding
 	e.counts.endings.Add(1)
 	e.ending.Add(1)
@@ -90,7 +91,7 @@ func (e *Engine) beginEnd(kind endKind, err error) *ending {
 		defer e.ending.Done()
 		e.runEnd(ctx, end)
 	}()
-	return end
+	return end, true
 }
 
 // runEnd is the ending's goroutine: the cascade, the watchers stopped, the teardown,
@@ -118,16 +119,25 @@ func (e *Engine) runEnd(ctx context.Context, end *ending) {
 
 // waitEnd waits until end is over, or ctx ends: then it cuts end's cascade short and
 // waits for the rest, which each part bounds itself. It returns the handover's error
-// (nil when the handover was not cut short, and for an end without one).
-func (e *Engine) waitEnd(ctx context.Context, end *ending) error {
+// when it was cut short; else, to a caller that joined an end under way (started
+// false), its ctx's error if it ended first, as a wait for someone else's end.
+func (e *Engine) waitEnd(ctx context.Context, end *ending, started bool) error {
+	var cut error
 	select {
 	case <-e.done:
 	case <-ctx.Done():
+		cut = ctx.Err()
 		end.cancel()
 		<-e.done
 	}
 	e.ending.Wait()
-	return end.handoverErr
+	switch {
+	case end.handoverErr != nil && (started || cut != nil):
+		return end.handoverErr
+	case !started:
+		return cut
+	}
+	return nil
 }
 
 // upLocked reports, under e.mu, whether Load has returned nil: an end that began after
