@@ -237,7 +237,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			if h.Down() != nil {
 				up = 0
 			}
-			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, h.service, h.adapter)
+			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, h.Service(), h.Adapter())
 		}
 	}
 	st := m.clientCounters.Snapshot()

@@ -133,7 +133,7 @@ func (e *Engine) status() Status {
 	s.Backends = []BackendStatus{}
 	if set != nil {
 		for _, h := range set.health {
-			b := BackendStatus{Service: h.service, Backend: h.adapter, Up: true}
+			b := BackendStatus{Service: h.Service(), Backend: h.Adapter(), Up: true}
 			if err := h.Down(); err != nil {
 				b.Up, b.Error = false, err.Error()
 			}
