@@ -214,7 +214,7 @@ func (e *Engine) Readiness() error {
 				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
 			}
 		}
-		if denied := e.metrics.nats.deniedSubjects(); len(denied) > 0 {
+		if denied := e.metrics.nats.DeniedSubjects(); len(denied) > 0 {
 			return fmt.Errorf("engine: serving, but %w: %s", ErrPermissionDenied, strings.Join(denied, ", "))
 		}
 		if own != nil {
