@@ -12,6 +12,7 @@ import (
 	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/discovery"
 	"github.com/abi-engine/engine/internal/backendhealth"
+	"github.com/abi-engine/engine/internal/backends"
 	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
@@ -63,7 +64,7 @@ func (s *servingSet) openSessions() int {
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
-	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
@@ -75,7 +76,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	set.kv = kv
-	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
