@@ -9,7 +9,6 @@ import (
 
 	engine "github.com/abi-engine/engine"
 	"github.com/abi-engine/engine/config"
-	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/runner"
 	"github.com/abi-engine/engine/supervisor"
 	"go.uber.org/zap"
@@ -73,14 +72,9 @@ func serveEngine(path string, newEngine EngineFunc, env func(string) string, out
 		log.Error("engine process ends", zap.Int("exit_code", code), zap.Error(err))
 		return code
 	}
-	var fp *failpoint.Set
-	if spec := env(failpoint.EnvVar); spec != "" {
-		if !failpoint.Enabled {
-			return fail(runner.ExitUsage, fmt.Errorf("%s=%q is set, but this program was built without fail points (-tags failpoints)", failpoint.EnvVar, spec))
-		}
-		if fp, err = failpoint.Parse(spec); err != nil {
-			return fail(runner.ExitUsage, fmt.Errorf("%s: %w", failpoint.EnvVar, err))
-		}
+	fp, err := runner.Failpoints(env, "program", "-tags failpoints")
+	if err != nil {
+		return fail(runner.ExitUsage, err)
 	}
 	tree := supervisor.NewTree("abi-engine chaos engine", log, childStopBound)
 	eng, err := newEngine(cfg, engine.WithLogger(log), engine.WithSupervisor(tree), engine.WithFailpoints(fp))

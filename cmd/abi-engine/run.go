@@ -78,7 +78,7 @@ at start, or cannot serve its HTTP endpoints.`,
 }
 
 func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
-	fp, err := failpointsFromEnv(c.env)
+	fp, err := runner.Failpoints(c.env, "abi-engine", "go build -tags failpoints ./cmd/abi-engine")
 	if err != nil {
 		return usageError(err)
 	}
@@ -151,22 +151,4 @@ func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine,
 		},
 		SteppedDown: func(stay bool) { c.stayAsStandby = stay },
 	})
-}
-
-// failpointsFromEnv reads ABI_FAILPOINTS, the fail points a -tags failpoints binary
-// switches on for the chaos harness. A release binary has none: rather than run as if
-// it did, it refuses to start with the variable set.
-func failpointsFromEnv(env func(string) string) (*failpoint.Set, error) {
-	spec := env(failpoint.EnvVar)
-	if spec == "" {
-		return nil, nil
-	}
-	if !failpoint.Enabled {
-		return nil, fmt.Errorf("%s=%q is set, but this abi-engine was built without fail points; unset it, or build one with them (go build -tags failpoints ./cmd/abi-engine)", failpoint.EnvVar, spec)
-	}
-	set, err := failpoint.Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", failpoint.EnvVar, err)
-	}
-	return set, nil
 }
