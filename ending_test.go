@@ -72,18 +72,7 @@ func TestEveryEndStopsAndReleasesOnce(t *testing.T) {
 		srv := natstest.Start(t)
 		e := newEngine(t, cfg(t, srv.URL(), "serve", "", "memory"))
 		load(t, e)
-		s, err := jetstreamstore.Open(context.Background(), natstest.Connect(t, srv.URL()), jetstreamstore.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Put(context.Background(), leasetest.Holder("thief", "").Encode()); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-e.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the engine did not end after losing its lease")
-		}
+		loseLease(t, e, srv.URL())
 		if e.Err() == nil {
 			t.Fatal("Err is nil after a lost lease")
 		}
@@ -176,4 +165,22 @@ func leaseEvents(t *testing.T, e *engine.Engine, kind string) float64 {
 		}
 	}
 	return 0
+}
+
+// loseLease has another engine ("thief") write the lease e holds, and waits until e
+// has ended for losing it.
+func loseLease(t *testing.T, e *engine.Engine, url string) {
+	t.Helper()
+	s, err := jetstreamstore.Open(context.Background(), natstest.Connect(t, url), jetstreamstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(context.Background(), leasetest.Holder("thief", "").Encode()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine did not end after losing its lease")
+	}
 }
