@@ -75,7 +75,7 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 	e.mu.Lock()
 	e.broker = b
 	e.mu.Unlock()
-	e.tree.add(svcBroker, b)
+	e.tree.Add(svcBroker, b)
 	url, err = b.URL(ctx)
 	if err != nil {
 		return "", err

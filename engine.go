@@ -13,6 +13,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -153,16 +154,16 @@ type Engine struct {
 	metrics *metrics
 	me      lease.Holder
 	// tree owns everything Load starts (tree.go); teardown stops it in order.
-	tree *tree
+	tree *servicetree.Tree
 
-	mu       sync.Mutex
-	loaded   bool
-	up       bool // Load returned successfully
-	shutdown bool
-	role     config.Role // effective: serve or client once loaded
-	done     chan struct{}
-	endErr   error
-	stopOnce sync.Once
+	mu     sync.Mutex
+	stage  stage       // the one lifecycle (lifecycle.go)
+	end    *ending     // the end, once one began
+	role   config.Role // effective: serve or client once loaded
+	done   chan struct{}
+	endErr error
+	ending sync.WaitGroup // the ending's goroutine (beginEnd)
+	counts endCounts      // what the end stopped and released
 
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
@@ -174,7 +175,7 @@ type Engine struct {
 	serving    *servingSet
 	kv         keyvalue.Store
 	objects    objectstorage.Store
-	stopPanics func() // ends the watch of the actors' panics
+	actorStops *servicetree.Stopper[closing] // stops the actors, last built first
 
 	// the embedded broker this engine started, whose store lock teardown lets go; and
 	// how an engine with no URL found another engine's broker instead (brokerURL), ""
@@ -184,8 +185,8 @@ type Engine struct {
 	// the watch of rivals (rival.go), set by the claim
 	rivals rivalWatch
 
-	// a step-down asked for the handover (stepdown.go), and to stay a standby after it
-	steppedDown, stepDownStay atomic.Bool
+	// a step-down asked to stay a standby after its handover (stepdown.go)
+	stepDownStay atomic.Bool
 	// steppingDown is set by the first step-down request: a second one, or one that
 	// meets an eviction, is answered NOT_SERVING rather than racing it.
 	steppingDown atomic.Bool
@@ -246,7 +247,8 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		done:      make(chan struct{}),
 		stopWatch: make(chan struct{}),
 	}
-	e.tree = newTree(o.tree, e.log)
+	e.tree = servicetree.New(o.tree, e.log, treeTimeout)
+	e.actorStops = servicetree.NewStopper[closing](e.log, teardownBound)
 	if spec := failpoint.String(o.failpoints); spec != "" {
 		e.log.Warn("fail points on: this engine misbehaves on purpose (chaos)", zap.String("failpoints", spec))
 		failpoint.Notify(o.failpoints, func(n failpoint.Name, detail string) {
@@ -327,32 +329,36 @@ func (e *Engine) Err() error {
 func (e *Engine) Load(ctx context.Context) (err error) {
 	e.mu.Lock()
 	switch {
-	case e.shutdown:
+	case e.stage == stageEnded && (e.end == nil || e.end.kind == endShutdown):
 		e.mu.Unlock()
 		return ErrShutDown
-	case e.loaded:
+	case e.stage != stageNew:
 		e.mu.Unlock()
 		return ErrLoaded
 	}
-	e.loaded = true
+	e.stage = stageLoading
 	e.mu.Unlock()
 	start := time.Now()
 	defer func() {
 		if err != nil {
-			e.stopWatchers()
-			e.teardown()
-			e.finish(nil)
+			// The one end, as every other; one begun meanwhile (a lost lease, a
+			// Shutdown) is joined.
+			if end, started := e.beginEnd(endFailedLoad, nil); end != nil {
+				_ = e.waitEnd(context.Background(), end, started)
+			}
 			return
 		}
 		e.metrics.loadSeconds.Set(time.Since(start).Seconds())
 		e.mu.Lock()
-		e.up = true
+		if e.stage == stageLoading {
+			e.stage = stageUp
+		}
 		e.mu.Unlock()
 	}()
 
 	// The configuration, the shared-backend check included, was validated by New:
 	// nothing has been touched yet.
-	e.tree.start()
+	e.tree.Start()
 	url, err := e.brokerURL(ctx)
 	if err != nil {
 		return err
@@ -377,44 +383,13 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 // Shutdown hands over: jobs stop, the lease is released, shared subscriptions end at
 // the broker, calls received are answered and sessions drain (up to drain_seconds),
 // then everything is closed. ctx bounds it all: when it ends, what is left is stopped at
-// once. Shutdown is safe to call twice and before Load.
+// once. Shutdown is safe to call twice and before Load; one that meets an end under
+// way (a step-down's, a lost lease's) waits for it, and cuts its handover short when
+// ctx ends.
 func (e *Engine) Shutdown(ctx context.Context) error {
-	e.mu.Lock()
-	if e.shutdown || !e.loaded {
-		e.shutdown = true
-		loaded := e.loaded
-		e.mu.Unlock()
-		if loaded {
-			select {
-			case <-e.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+	end, started := e.beginEnd(endShutdown, nil)
+	if end == nil {
 		return nil
 	}
-	e.shutdown = true
-	root := e.root
-	e.mu.Unlock()
-	var err error
-	if root != nil {
-		start := time.Now()
-		if err = root.Handover(ctx); err != nil {
-			e.log.Warn("handover cut short", zap.Error(err))
-		}
-		e.log.Debug("handover done", zap.Duration("took", time.Since(start))) // the root logged its phase done
-	}
-	e.stopWatchers()
-	e.teardown()
-	e.finish(nil)
-	return err
-}
-
-func (e *Engine) finish(err error) {
-	e.stopOnce.Do(func() {
-		e.mu.Lock()
-		e.endErr = err
-		e.mu.Unlock()
-		close(e.done)
-	})
+	return e.waitEnd(ctx, end, started)
 }

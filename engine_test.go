@@ -19,7 +19,6 @@ import (
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
-	"github.com/abi-engine/engine/lease/leasetest"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/nats-io/nats.go/jetstream"
@@ -382,18 +381,7 @@ func TestLostLeaseEndsTheEngine(t *testing.T) {
 	srv := natstest.Start(t)
 	e := newEngine(t, cfg(t, srv.URL(), "serve", "", "memory"))
 	load(t, e)
-	s, err := jetstreamstore.Open(context.Background(), natstest.Connect(t, srv.URL()), jetstreamstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Put(context.Background(), leasetest.Holder("thief", "").Encode()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-e.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the engine did not end after losing its lease")
-	}
+	loseLease(t, e, srv.URL())
 	var lost *lease.LostError
 	if !errors.As(e.Err(), &lost) || lost.Holder.InstanceID != "engine-thief" {
 		t.Fatalf("Err = %v", e.Err())

@@ -10,7 +10,7 @@ import "github.com/abi-engine/engine/sessions"
 func (e *Engine) sessionLimits() sessions.Limits {
 	l := e.cfg.Limits
 	b := sessions.NewBudget(l.Bytes(), l.ClientBytes())
-	e.tree.add(svcBudget, b)
+	e.tree.Add(svcBudget, b)
 	return sessions.Limits{
 		Budget:               b,
 		MaxSessions:          l.Sessions,

@@ -9,6 +9,7 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/supervisor"
@@ -33,7 +34,7 @@ func (e *Engine) loadClient(ctx context.Context, url string) error {
 	if err != nil {
 		return err
 	}
-	e.tree.add(svcClient, supervisor.NewConn(svcClient, nc, connFlush))
+	e.tree.Add(svcClient, supervisor.NewConn(svcClient, nc, connFlush))
 	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.clientCounters),
 		client.WithDefaultTimeout(e.cfg.NATS.ClientTimeout()))
 	if err != nil {
@@ -55,7 +56,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	if err != nil {
 		return 0, err
 	}
-	e.tree.add(svcLease, supervisor.NewConn(svcLease, nc, 0))
+	e.tree.Add(svcLease, supervisor.NewConn(svcLease, nc, 0))
 	e.leaseConn = nc
 	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
 		Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
@@ -77,7 +78,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	e.actorSys = sys
 	e.mu.Unlock()
 	// hollywood has no engine to stop: the actors service poisons the actors, in order.
-	e.tree.add(svcActors, onStop{name: svcActors, stop: e.stopActors})
+	e.tree.Add(svcActors, servicetree.OnStop{Name: svcActors, Stop: e.stopActors})
 	e.watchPanics(sys)
 	fp := e.opts.failpoints
 	var clock actors.Clock // the real one
@@ -106,14 +107,15 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	e.mu.Lock()
 	e.ownership = own
 	e.mu.Unlock()
+	e.actorStops.Push("ownership", func(bound context.Context, c *closing) { e.stopOwnershipActors(bound, own, c) })
 	return own.Claim(ctx)
 }
 
 // stopOwnership stops the actors of a refused claim (the ownership tree) and the
 // lease's connection.
 func (e *Engine) stopOwnership() {
-	e.tree.remove(svcActors)
-	e.tree.remove(svcLease)
+	e.tree.Remove(svcActors)
+	e.tree.Remove(svcLease)
 }
 
 // loadServing opens the backends, builds the primaries and hosts, and hands them to
@@ -123,13 +125,14 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	if err != nil {
 		return err
 	}
-	e.tree.add(svcService, supervisor.NewConn(svcService, nc, connFlush))
+	e.tree.Add(svcService, supervisor.NewConn(svcService, nc, connFlush))
 	e.mu.Lock()
 	e.role = config.RoleServe
 	e.mu.Unlock()
 	set, err := e.buildServing(ctx, nc)
-	e.mu.Lock()
 	// A set that failed half-built is kept too: the teardown stops what it spawned.
+	e.actorStops.Push("members", func(bound context.Context, c *closing) { e.stopMembers(bound, set, c) })
+	e.mu.Lock()
 	e.serving = set
 	if err == nil {
 		e.kv, e.objects = set.kv, set.objects
@@ -162,6 +165,11 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.mu.Lock()
 	e.root = root
 	e.mu.Unlock()
+	e.actorStops.Push("root", func(bound context.Context, _ *closing) {
+		if err := root.Close(bound); err != nil {
+			e.log.Warn("stopping the root actor", zap.Error(err))
+		}
+	})
 	e.startWatch(root)
 	e.watchRivals()
 	if err := e.serveControl(nc); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/natsevents"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
@@ -38,7 +39,7 @@ type metrics struct {
 	panicCount     atomic.Uint64 // the sum of panics, for /status
 	loadSeconds    prometheus.Gauge
 	clientCounters *client.Counters
-	nats           *natsEvents // slow consumers and permission violations (natsevents.go)
+	nats           *natsevents.Events // slow consumers and permission violations
 
 	mu  sync.Mutex
 	set *servingSet // for in-flight calls and open sessions
@@ -86,7 +87,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
 		clientCounters: client.NewCounters(),
-		nats:           newNATSEvents(engineLog(e)),
+		nats:           natsevents.New(engineLog(e)),
 	}
 	// The collectors every Go service exposes (docs/design.md §4.5). An embedder's registry
 	// (WithRegistry) may hold them already.
@@ -120,7 +121,7 @@ func buildInfo(e *Engine) prometheus.Collector {
 }
 
 // asyncError is every connection's supervisor.ConnConfig.OnAsyncError.
-func (m *metrics) asyncError(sub *nats.Subscription, err error) { m.nats.asyncError(sub, err) }
+func (m *metrics) asyncError(sub *nats.Subscription, err error) { m.nats.AsyncError(sub, err) }
 
 // leaseEvent counts a lease event (the ownership actor's OnEvent). An auto engine
 // refused becomes a client: that is counted as event="client", so "refused", which
@@ -237,7 +238,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			if h.Down() != nil {
 				up = 0
 			}
-			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, h.service, h.adapter)
+			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, h.Service(), h.Adapter())
 		}
 	}
 	st := m.clientCounters.Snapshot()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,9 +16,7 @@ import (
 // in /status. It runs before any actor of the engine is spawned.
 func (e *Engine) watchPanics(sys *actor.Engine) {
 	stop := actors.WatchPanics(sys, e.actorPanicked)
-	e.mu.Lock()
-	e.stopPanics = stop
-	e.mu.Unlock()
+	e.actorStops.Push("panics", func(context.Context, *closing) { stop() })
 }
 
 func (e *Engine) actorPanicked(p actors.Panicked) {

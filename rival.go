@@ -222,8 +222,7 @@ func (e *Engine) watchRivals() {
 				continue
 			}
 			e.log.Error("engine ending: another engine serves this account with a lease this one cannot see", zap.Error(rival))
-			e.teardown()
-			e.finish(rival)
+			e.beginEnd(endOnItsOwn, rival)
 			return
 		}
 	}()

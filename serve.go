@@ -11,6 +11,9 @@ import (
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/control"
 	"github.com/abi-engine/engine/discovery"
+	"github.com/abi-engine/engine/internal/backendhealth"
+	"github.com/abi-engine/engine/internal/backends"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -40,9 +43,9 @@ type servingSet struct {
 	discovery   *discovery.Member // nil when nats.discovery is off
 	discoPID    *actor.PID
 	transfers   []*sessions.TransferHost
-	health      []*backendHealth    // one per backend
-	closers     []func() error      // backends, in the order they were opened
-	ids         map[string]identity // how each kernel service's backend names its store (storeproof.go)
+	health      []*backendhealth.Health // one per backend
+	closers     []func() error          // backends, in the order they were opened
+	ids         map[string]identity     // how each kernel service's backend names its store (storeproof.go)
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -60,29 +63,29 @@ func (s *servingSet) openSessions() int {
 // built is returned with its error, and nothing it opened is left behind.
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
-	e.tree.add(svcBackends, onStop{name: svcBackends, stop: set.close})
-	kv, closeKV, err := openKeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
+	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
-	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), keyValueProbe(kv), closeKV)
+	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), backendhealth.KeyValueProbe(kv), closeKV)
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
 	set.ids = storeIdentities(e.cfg, kv)
 	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
-	kv = e.tracedKeyValue(healthyKeyValue{Store: kv, h: kvHealth})
+	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	set.kv = kv
-	objects, closeObjects, err := openObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
-	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), objectStorageProbe(objects), closeObjects)
+	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), backendhealth.ObjectStorageProbe(objects), closeObjects)
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
 	objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
-	objects = e.tracedObjectStorage(healthyObjectStorage{Store: objects, h: objHealth})
+	objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
 	set.objects = objects
 
 	own := e.ownership
@@ -194,13 +197,13 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	return set, nil
 }
 
-// watchBackend puts an opened backend under a backendHealth: its failures are counted,
+// watchBackend puts an opened backend under a backendhealth.Health: its failures are counted,
 // logged and probed, and the set closes the health before the backend.
-func (e *Engine) watchBackend(set *servingSet, service, adapter string, probe func(context.Context) (bool, error), closeBackend func() error) *backendHealth {
-	h := newBackendHealth(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc,
+func (e *Engine) watchBackend(set *servingSet, service, adapter string, probe func(context.Context) (bool, error), closeBackend func() error) *backendhealth.Health {
+	h := backendhealth.New(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc,
 		e.metrics.fencedWrites.WithLabelValues(service, adapter).Inc)
 	set.health = append(set.health, h)
-	set.closers = append(set.closers, closeBackend, h.close)
+	set.closers = append(set.closers, closeBackend, h.Close)
 	return h
 }
 

@@ -90,7 +90,7 @@ type LeaseStatus struct {
 // no other engine serves), and Readiness names the member.
 func (e *Engine) State() State {
 	e.mu.Lock()
-	role, own, root, up := e.role, e.ownership, e.root, e.up
+	role, own, root, up := e.role, e.ownership, e.root, e.upLocked()
 	e.mu.Unlock()
 	switch {
 	case !up:
@@ -133,7 +133,7 @@ func (e *Engine) status() Status {
 	s.Backends = []BackendStatus{}
 	if set != nil {
 		for _, h := range set.health {
-			b := BackendStatus{Service: h.service, Backend: h.adapter, Up: true}
+			b := BackendStatus{Service: h.Service(), Backend: h.Adapter(), Up: true}
 			if err := h.Down(); err != nil {
 				b.Up, b.Error = false, err.Error()
 			}
@@ -199,7 +199,7 @@ var errLoading = errors.New("engine: loading")
 // something other than an engine), for as long as this engine holds the lease.
 func (e *Engine) Readiness() error {
 	e.mu.Lock()
-	up, set, root, own := e.up, e.serving, e.root, e.ownership
+	up, set, root, own := e.upLocked(), e.serving, e.root, e.ownership
 	e.mu.Unlock()
 	if !up {
 		return errLoading
@@ -214,7 +214,7 @@ func (e *Engine) Readiness() error {
 				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
 			}
 		}
-		if denied := e.metrics.nats.deniedSubjects(); len(denied) > 0 {
+		if denied := e.metrics.nats.DeniedSubjects(); len(denied) > 0 {
 			return fmt.Errorf("engine: serving, but %w: %s", ErrPermissionDenied, strings.Join(denied, ", "))
 		}
 		if own != nil {

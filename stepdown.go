@@ -7,6 +7,7 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/control"
+	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -27,13 +28,17 @@ func (e *Engine) serveControl(nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	e.tree.add(svcControl, onStop{name: svcControl, stop: s.Stop})
+	e.tree.Add(svcControl, servicetree.OnStop{Name: svcControl, Stop: s.Stop})
 	return nil
 }
 
 // SteppedDown reports whether the engine handed over because abi-engine step-down
 // asked it to (its end is then a clean one, as after SIGTERM).
-func (e *Engine) SteppedDown() bool { return e.steppedDown.Load() }
+func (e *Engine) SteppedDown() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.end != nil && e.end.kind == endStepDown
+}
 
 // StepDownStay reports whether that step-down asked the process to stay as a standby.
 func (e *Engine) StepDownStay() bool { return e.stepDownStay.Load() }
@@ -65,8 +70,9 @@ func (c controlEngine) Serving() bool {
 	return own != nil && root != nil && own.Status().State == lease.StateServing && root.Phase() == actors.PhaseRelaying
 }
 
-// HandOver directs the release and starts the handover on a goroutine of its own: it
-// ends with the engine (Done), as a Shutdown does.
+// HandOver directs the release and begins the engine's end with the handover
+// (lifecycle.go): the engine owns it, and a Shutdown waits for it and, when its ctx
+// ends, cuts it short.
 func (c controlEngine) HandOver(ctx context.Context, t lease.Target, stay bool) error {
 	e := c.e
 	own, _ := c.handles()
@@ -77,9 +83,9 @@ func (c controlEngine) HandOver(ctx context.Context, t lease.Target, stay bool) 
 		return fmt.Errorf("%w: another step-down of this engine began first", control.ErrNotServing)
 	}
 	e.mu.Lock()
-	shutdown := e.shutdown
+	ending := e.stage >= stageEnding
 	e.mu.Unlock()
-	if shutdown {
+	if ending {
 		return fmt.Errorf("%w: it is already handing over (stopped, or stepping down)", control.ErrNotServing)
 	}
 	if err := own.HandTo(ctx, t); err != nil {
@@ -91,12 +97,7 @@ func (c controlEngine) HandOver(ctx context.Context, t lease.Target, stay bool) 
 		return err
 	}
 	e.stepDownStay.Store(stay)
-	e.steppedDown.Store(true)
 	e.log.Info("step-down requested: handing over", zap.Stringer("to", t), zap.Bool("stay", stay))
-	go func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			e.log.Warn("step-down handover", zap.Error(err))
-		}
-	}()
+	e.beginEnd(endStepDown, nil)
 	return nil
 }

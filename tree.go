@@ -2,17 +2,15 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/lease"
-	"github.com/abi-engine/engine/supervisor"
-	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
 )
 
-// This file is the engine's supervision tree and its teardown. Everything the engine
+// This file is the engine's part of the supervision tree (internal/servicetree) and
+// its teardown. Everything the engine
 // runs is a service of one suture tree: the embedded broker, each NATS connection, the
 // actors (the hollywood engine and every actor on it) and the backends; in
 // `abi-engine run` the HTTP server and the signal handler are in the same tree
@@ -37,173 +35,128 @@ const (
 // used, the sessions' budget, the connections, and the broker under everything last.
 var stopOrder = []string{svcControl, svcActors, svcBackends, svcBudget, svcService, svcClient, svcLease, svcBroker}
 
-// Bounds of the teardown. Each service bounds its own stop; removeBound, past them,
-// only keeps a service that hangs from holding the engine for ever.
+// Bounds of the teardown. Each service bounds its own stop; servicetree.RemoveBound,
+// past them, only keeps a service that hangs from holding the engine for ever.
 const (
 	teardownBound = 10 * time.Second
-	removeBound   = 30 * time.Second
 	treeTimeout   = 30 * time.Second // the engine's own tree: how long a service may take to stop
 )
 
-// tree is the engine's part of the supervision tree.
-type tree struct {
-	sup *suture.Supervisor
-	log *zap.Logger
-	own bool // the engine serves sup (no WithSupervisor)
-
-	stopMu sync.Mutex // one stop at a time: a second waits for the first
-
-	mu      sync.Mutex
-	tokens  map[string]suture.ServiceToken
-	stopped bool
-	cancel  context.CancelFunc // ends sup, when it is the engine's own and started
-	done    <-chan error
+// closing is what the actors' stops of one teardown pass on to those after them: they
+// run one after another on the teardown's goroutine.
+type closing struct {
+	root     *actors.Root // the root, closed first: what it published is final
+	jobsLeft bool         // a job's run had not returned when the members closed
 }
 
-func newTree(sup *suture.Supervisor, log *zap.Logger) *tree {
-	t := &tree{sup: sup, log: log, tokens: map[string]suture.ServiceToken{}}
-	if t.sup == nil {
-		t.own = true
-		t.sup = supervisor.NewTree("abi-engine", log, treeTimeout)
-	}
-	return t
-}
-
-// start serves the engine's own tree; a tree given by WithSupervisor is its caller's.
-func (t *tree) start() {
-	if !t.own {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := t.sup.ServeBackground(ctx)
-	t.mu.Lock()
-	t.cancel, t.done = cancel, done
-	t.mu.Unlock()
-}
-
-// add puts svc in the tree under name; the tree starts it. A tree stopped already (a
-// Shutdown while Load ran) stops svc at once instead, so what it holds is let go.
-func (t *tree) add(name string, svc suture.Service) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = svc.Serve(ctx)
-		return
-	}
-	t.tokens[name] = t.sup.Add(svc)
-}
-
-// remove stops the service name and waits until it has stopped. It is a no-op for a
-// service the tree does not hold (never added, or removed already).
-func (t *tree) remove(name string) {
-	t.mu.Lock()
-	tok, ok := t.tokens[name]
-	delete(t.tokens, name)
-	t.mu.Unlock()
-	if !ok {
-		return
-	}
-	if err := t.sup.RemoveAndWait(tok, removeBound); err != nil {
-		t.log.Warn("stopping a service", zap.String("service", name), zap.Error(err))
-		return
-	}
-	t.log.Debug("service stopped", zap.String("service", name))
-}
-
-// stop stops every service in stopOrder, then the engine's own tree. It is idempotent:
-// a second call waits until the first is done.
-func (t *tree) stop() {
-	t.stopMu.Lock()
-	defer t.stopMu.Unlock()
-	t.mu.Lock()
-	t.stopped = true
-	t.mu.Unlock()
-	for _, name := range stopOrder {
-		t.remove(name)
-	}
-	t.mu.Lock()
-	cancel, done := t.cancel, t.done
-	t.cancel = nil
-	t.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-// onStop is a service that holds something until its ctx ends, then stops it; stop
-// must be idempotent (suture serves a service again after a panic).
-type onStop struct {
-	name string
-	stop func()
-}
-
-func (s onStop) String() string { return s.name }
-
-// Serve implements suture.Service.
-func (s onStop) Serve(ctx context.Context) error {
-	<-ctx.Done()
-	s.stop()
-	return ctx.Err()
-}
-
-// teardown stops what Load started, in stopOrder. It is idempotent; the first caller
-// does the work and later ones return at once.
+// teardown is the one close of what Load started: the tree's services in stopOrder,
+// then the broker's store lock. Only the ending (lifecycle.go) calls it, once.
 func (e *Engine) teardown() {
-	e.tree.stop()
+	e.tree.Stop(e.stopOrder())
 	e.closeBroker()
 }
 
-// stopActors is the actors' part of the teardown, in order: the root first, so no role
-// command reaches a member behind it; the members (they stop at once, answer what they
-// had received, and their actors are poisoned and closed); the ownership (the lease
-// given up if it is still held: a failed Load, or an end on its own); the panic watcher
-// last, so a panic of any of them is still reported.
+// stopOrder is the order the teardown stops the services in, decided once as it
+// begins: a service connection that is not connected closes right after the control
+// subjects. Nothing more arrives on it and no answer can leave, and a stopped member
+// would wait for a round trip on it (a flush) until it reconnects: closed first, the
+// members' waits end at once, as they would at the broker.
+func (e *Engine) stopOrder() []string {
+	e.mu.Lock()
+	set := e.serving
+	e.mu.Unlock()
+	if set == nil || set.conn.IsConnected() {
+		return stopOrder
+	}
+	order := []string{svcControl, svcService}
+	for _, name := range stopOrder {
+		if name != svcControl && name != svcService {
+			order = append(order, name)
+		}
+	}
+	return order
+}
+
+// stopActors is the actors' part of the teardown: the handles are let go (the engine
+// reads as idle from now on), and the stopper stops the actors in the reverse order
+// they were built (stopper.go).
 func (e *Engine) stopActors() {
 	e.mu.Lock()
-	set, root, own, sys, stopPanics := e.serving, e.root, e.ownership, e.actorSys, e.stopPanics
-	e.serving, e.root, e.ownership, e.stopPanics = nil, nil, nil, nil
+	root := e.root
+	e.serving, e.root, e.ownership = nil, nil, nil
 	e.mu.Unlock()
 	bound, cancel := context.WithTimeout(context.Background(), teardownBound)
 	defer cancel()
-	if root != nil {
-		if err := root.Close(bound); err != nil {
-			e.log.Warn("stopping the root actor", zap.Error(err))
-		}
-	}
-	jobsEnded := true
-	if set != nil {
+	e.actorStops.Close(bound, &closing{root: root})
+}
+
+// stopMembers is the members' stop: told Stop unless the root's cascade told them
+// already, they answer what they had received, and their actors are poisoned and
+// their hosts closed. A job's run that has not returned is left in c for the
+// ownership's stop.
+func (e *Engine) stopMembers(ctx context.Context, set *servingSet, c *closing) {
+	if !cascadeStopped(c.root) {
 		set.stop()
-		set.answerReceived(bound) // before anything closes: see answerReceived
-		if !set.conn.IsConnected() {
-			// Nothing more arrives on it and no answer can leave, and a stopped member
-			// would wait for a round trip on it (a flush) until it reconnects: close it
-			// now, so the members' waits end at once, as they would at the broker.
-			e.tree.remove(svcService)
-		}
-		jobsEnded = set.closeMembers(bound, sys)
 	}
-	if own != nil {
-		s := own.Status().State
-		if (s == lease.StateServing || s == lease.StateFenced) && !jobsEnded {
-			// A released lease is taken at once, and the next holder would start the
-			// job beside the run still going here. Unreleased, it lapses: the next
-			// holder takes it over a lease period later, under a new epoch, which a
-			// store checking the epoch the run carries (CallEpoch) refuses it under.
-			e.log.Error("a job's run has not returned although cancelled: the lease is not released, so another engine takes it over only once it lapses, under a new epoch")
-		} else if s == lease.StateServing || s == lease.StateFenced {
-			if _, err := own.Release(bound); err != nil {
-				e.log.Warn("releasing the lease", zap.Error(err))
+	e.counts.memberStops.Add(1)
+	set.answerReceived(ctx) // before anything closes: see answerReceived
+	e.mu.Lock()
+	sys := e.actorSys
+	e.mu.Unlock()
+	c.jobsLeft = !set.closeMembers(ctx, sys)
+	e.counts.membersClose.Add(1)
+}
+
+// stopOwnershipActors is the ownership's stop: the lease given up if it is still held and
+// no handover asked for its release (a failed Load, a rival), then its actors.
+func (e *Engine) stopOwnershipActors(ctx context.Context, own *actors.Ownership, c *closing) {
+	e.giveUpLease(ctx, own, c.root, !c.jobsLeft)
+	if err := own.Stop(ctx); err != nil {
+		e.log.Warn("stopping the ownership", zap.Error(err))
+	}
+}
+
+// cascadeStopped reports whether the root's cascade told every member Stop: the
+// handover reached its stop phase, or the lease was fenced or lost (the root relays
+// Stop at once). The root is closed already: what it published is final.
+func cascadeStopped(root *actors.Root) bool {
+	if root == nil {
+		return false
+	}
+	if root.Phase() >= actors.PhaseStop && root.Phase() <= actors.PhaseDone {
+		return true
+	}
+	s := root.State()
+	return s == lease.StateFenced || s == lease.StateLost
+}
+
+// giveUpLease releases a lease the engine still holds (serving or fenced), once: when
+// the handover asked for the release already (its release phase began), it waits for
+// that one instead of asking again.
+func (e *Engine) giveUpLease(ctx context.Context, own *actors.Ownership, root *actors.Root, jobsEnded bool) {
+	s := own.Status().State
+	if root != nil && root.Phase() >= actors.PhaseRelease && root.Phase() <= actors.PhaseDone {
+		e.counts.releases.Add(1) // the handover's
+		if s == lease.StateServing || s == lease.StateFenced {
+			if _, err := own.WaitFor(ctx, func(st actors.Status) bool { return st.State.Terminal() }); err != nil {
+				e.log.Warn("waiting for the handover's release of the lease", zap.Error(err))
 			}
 		}
-		if err := own.Stop(bound); err != nil {
-			e.log.Warn("stopping the ownership", zap.Error(err))
-		}
+		return
 	}
-	if stopPanics != nil {
-		stopPanics()
+	switch {
+	case s != lease.StateServing && s != lease.StateFenced:
+	case !jobsEnded:
+		// A released lease is taken at once, and the next holder would start the job
+		// beside the run still going here. Unreleased, it lapses: the next holder takes
+		// it over a lease period later, under a new epoch, which a store checking the
+		// epoch the run carries (CallEpoch) refuses it under.
+		e.log.Error("a job's run has not returned although cancelled: the lease is not released, so another engine takes it over only once it lapses, under a new epoch")
+	default:
+		e.counts.releases.Add(1)
+		if _, err := own.Release(ctx); err != nil {
+			e.log.Warn("releasing the lease", zap.Error(err))
+		}
 	}
 }
 
@@ -222,14 +175,13 @@ func (e *Engine) startWatch(root *actors.Root) {
 		}
 		if err := root.Err(); err != nil {
 			e.log.Error("engine ending", zap.Error(err))
-			e.teardown()
-			e.finish(err)
+			e.beginEnd(endOnItsOwn, err)
 		}
 	}()
 }
 
-// stopWatchers stops the watch of the root and waits for it: an end on its own that has
-// begun its teardown finishes it first.
+// stopWatchers stops the watches (of the root, of rivals) and waits for them; the
+// ending calls it before the teardown.
 func (e *Engine) stopWatchers() {
 	e.stopWatchOnce.Do(func() { close(e.stopWatch) })
 	e.watchers.Wait()

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,8 +9,7 @@ import (
 
 	engine "github.com/abi-engine/engine"
 	"github.com/abi-engine/engine/config"
-	"github.com/abi-engine/engine/internal/failpoint"
-	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/internal/runner"
 	"github.com/abi-engine/engine/supervisor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -30,14 +28,6 @@ const envEngineConfig = "ABI_CHAOS_ENGINE_CONFIG"
 // of running the harness again.
 var childArgs = []string{"-test.run=^$"}
 
-// Exit codes of an engine process, those of `abi-engine run` (docs/design.md §4.6).
-const (
-	exitOK      = 0
-	exitRuntime = 1
-	exitUsage   = 2
-	exitServing = 3
-)
-
 // childStopBound bounds the teardown of the process's tree once the engine has ended.
 const childStopBound = 30 * time.Second
 
@@ -51,11 +41,12 @@ const childStopBound = 30 * time.Second
 //		os.Exit(m.Run())
 //	}
 //
-// The engine process behaves as `abi-engine run --config FILE` does: it serves
-// /healthz, /readyz, /status and /metrics on http.listen, hands over on the first
-// SIGTERM, SIGINT or SIGHUP and stops at once on a second, logs JSON to stderr, and
-// exits 0 after a handover, 1 when the engine ended on its own (a lost lease) or
-// failed, 2 for a bad configuration and 3 when another engine serves.
+// The engine process runs as `abi-engine run --config FILE` does, through the same
+// code (internal/runner): it serves /healthz, /readyz, /status and /metrics on
+// http.listen, hands over on the first SIGTERM, SIGINT or SIGHUP and stops at once on
+// a second, logs JSON to stderr, and exits with runner's codes: 0 after a handover
+// (a step-down's too), 1 when the engine ended on its own (a lost lease) or failed, 2
+// for a bad configuration and 3 when another engine serves.
 func EngineProcess(newEngine EngineFunc) {
 	path := os.Getenv(envEngineConfig)
 	if path == "" {
@@ -69,7 +60,7 @@ func serveEngine(path string, newEngine EngineFunc, env func(string) string, out
 	cfg, err := config.Load(path, env)
 	if err != nil {
 		fmt.Fprintln(out, err)
-		return exitUsage
+		return runner.ExitUsage
 	}
 	var level zapcore.Level
 	if err := level.Set(cfg.Log.Level); err != nil {
@@ -81,98 +72,18 @@ func serveEngine(path string, newEngine EngineFunc, env func(string) string, out
 		log.Error("engine process ends", zap.Int("exit_code", code), zap.Error(err))
 		return code
 	}
-	var fp *failpoint.Set
-	if spec := env(failpoint.EnvVar); spec != "" {
-		if !failpoint.Enabled {
-			return fail(exitUsage, fmt.Errorf("%s=%q is set, but this program was built without fail points (-tags failpoints)", failpoint.EnvVar, spec))
-		}
-		if fp, err = failpoint.Parse(spec); err != nil {
-			return fail(exitUsage, fmt.Errorf("%s: %w", failpoint.EnvVar, err))
-		}
+	fp, err := runner.Failpoints(env, "program", "-tags failpoints")
+	if err != nil {
+		return fail(runner.ExitUsage, err)
 	}
 	tree := supervisor.NewTree("abi-engine chaos engine", log, childStopBound)
 	eng, err := newEngine(cfg, engine.WithLogger(log), engine.WithSupervisor(tree), engine.WithFailpoints(fp))
 	if err != nil {
-		return fail(exitUsage, err)
+		return fail(runner.ExitUsage, err)
 	}
-	first, second := make(chan struct{}), make(chan struct{})
-	signals := &supervisor.Signals{OnFirst: closer(first), OnSecond: closer(second)}
-	tree.Add(signals)
-	if cfg.HTTP.Listen != "" {
-		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry()), log)
-		if err != nil {
-			return fail(exitRuntime, fmt.Errorf("serve HTTP on %s (http.listen): %w", cfg.HTTP.Listen, err))
-		}
-		tree.Add(h)
+	// The run of `abi-engine run`, the same code (internal/runner).
+	if err := runner.Run(context.Background(), cfg, eng, runner.Process{Tree: tree, Log: log}); err != nil {
+		return fail(runner.ExitCode(err), err)
 	}
-	treeCtx, stopTree := context.WithCancel(context.Background())
-	treeDone := tree.ServeBackground(treeCtx)
-	defer func() {
-		stopTree()
-		<-treeDone
-	}()
-
-	loadCtx, cancelLoad := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-first:
-			cancelLoad()
-		case <-loadCtx.Done():
-		}
-	}()
-	err = eng.Load(loadCtx)
-	cancelLoad()
-	var already *lease.AlreadyServingError
-	switch {
-	case errors.As(err, &already):
-		return fail(exitServing, err)
-	case err != nil && isClosed(first):
-		return exitOK
-	case err != nil:
-		return fail(exitRuntime, fmt.Errorf("load the engine: %w", err))
-	}
-	select {
-	case <-first:
-	case <-eng.Done():
-		if err := eng.Err(); errors.As(err, &already) {
-			return fail(exitServing, err)
-		} else if err != nil {
-			return fail(exitRuntime, err)
-		}
-		return fail(exitRuntime, errors.New("the engine stopped without being asked to"))
-	}
-	shutCtx, cancelShut := context.WithCancel(context.Background())
-	defer cancelShut()
-	go func() {
-		select {
-		case <-second:
-			cancelShut()
-		case <-shutCtx.Done():
-		}
-	}()
-	if err := eng.Shutdown(shutCtx); err != nil {
-		return fail(exitRuntime, fmt.Errorf("handover: %w", err))
-	}
-	log.Info("handover complete: exiting")
-	return exitOK
-}
-
-// closer closes ch on its first call.
-func closer(ch chan struct{}) func() {
-	return func() {
-		select {
-		case <-ch:
-		default:
-			close(ch)
-		}
-	}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return runner.ExitOK
 }

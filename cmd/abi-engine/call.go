@@ -177,5 +177,5 @@ func (c *cli) callFailed(err error) error {
 	}
 	fmt.Fprintln(c.stderr, msg)
 	fmt.Fprintf(c.stderr, "answered by engine %s\n", orUnknown(ce.Instance))
-	return &exitError{code: exitRuntime}
+	return &exitError{Code: exitRuntime}
 }

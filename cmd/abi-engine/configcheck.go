@@ -52,7 +52,7 @@ service keeps its data.`,
 			cfg, err := config.Check(path, c.env, overrides...)
 			if err != nil {
 				c.printConfigErrors(err)
-				return &exitError{code: exitUsage}
+				return &exitError{Code: exitUsage}
 			}
 			printConfigSummary(c.stdout, cfg)
 			return nil

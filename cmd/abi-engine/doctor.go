@@ -132,7 +132,7 @@ func (c *cli) runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		failed = d.report(c.stdout)
 	}
 	if failed {
-		return &exitError{code: exitRuntime}
+		return &exitError{Code: exitRuntime}
 	}
 	return nil
 }

@@ -8,15 +8,16 @@ import (
 	"os"
 
 	"github.com/abi-engine/engine/internal/redact"
+	"github.com/abi-engine/engine/internal/runner"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of docs/design.md §4.6.
+// Exit codes of docs/design.md §4.6, as internal/runner defines them.
 const (
-	exitOK      = 0
-	exitRuntime = 1 // the command could not do its job
-	exitUsage   = 2 // bad arguments or configuration; nothing was touched
-	exitServing = 3 // another engine serves this NATS account
+	exitOK      = runner.ExitOK
+	exitRuntime = runner.ExitRuntime
+	exitUsage   = runner.ExitUsage
+	exitServing = runner.ExitServing
 )
 
 func main() {
@@ -74,24 +75,12 @@ type cli struct {
 	memLimit bool
 }
 
-// exitError ends a command with an exit code. A nil err means the command already
-// printed what went wrong.
-type exitError struct {
-	code int
-	err  error
-}
+// exitError ends a command with an exit code (internal/runner's). A nil Err means the
+// command already printed what went wrong.
+type exitError = runner.ExitError
 
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit code %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
-
-func usageError(err error) error   { return &exitError{code: exitUsage, err: err} }
-func runtimeError(err error) error { return &exitError{code: exitRuntime, err: err} }
+func usageError(err error) error   { return runner.Usage(err) }
+func runtimeError(err error) error { return runner.Runtime(err) }
 
 func (c *cli) execute(ctx context.Context, args []string) int {
 	if args == nil {
@@ -107,15 +96,15 @@ func (c *cli) execute(ctx context.Context, args []string) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
+		if ee.Err != nil {
 			// The commands redact what they put in errors; this is the last line of
 			// defence before the terminal.
-			fmt.Fprintf(c.stderr, "abi-engine: %s\n", redact.String(ee.err.Error()))
+			fmt.Fprintf(c.stderr, "abi-engine: %s\n", redact.String(ee.Err.Error()))
 		}
-		if ee.code == exitUsage && isFlagOrArgError(ee.err) {
+		if ee.Code == exitUsage && isFlagOrArgError(ee.Err) {
 			fmt.Fprintln(c.stderr, "Run 'abi-engine --help' for usage.")
 		}
-		return ee.code
+		return ee.Code
 	}
 	// Everything cobra itself reports (an unknown command, a wrong number of arguments)
 	// is a usage error.
@@ -149,7 +138,7 @@ Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(c.stderr)
 			_ = cmd.Help()
-			return &exitError{code: exitUsage}
+			return &exitError{Code: exitUsage}
 		},
 	}
 	// abi-engine --version prints what abi-engine version prints.

@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
-	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/internal/runner"
 	"github.com/abi-engine/engine/supervisor"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -22,21 +20,7 @@ import (
 )
 
 // runnableEngine is what `abi-engine run` needs of an engine (*engine.Engine).
-type runnableEngine interface {
-	supervisor.Reporter
-	Load(ctx context.Context) error
-	Shutdown(ctx context.Context) error
-	Done() <-chan struct{}
-	Err() error
-	Registry() *prometheus.Registry
-	InstanceID() string
-}
-
-// steppable is an engine that abi-engine step-down can hand over (*engine.Engine).
-type steppable interface {
-	SteppedDown() bool
-	StepDownStay() bool
-}
+type runnableEngine = runner.Engine
 
 // engineFactory builds the engine of a configuration that was loaded and validated.
 // The engine's services (broker, connections, actors, backends) join tree, the one
@@ -94,7 +78,7 @@ at start, or cannot serve its HTTP endpoints.`,
 }
 
 func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
-	fp, err := failpointsFromEnv(c.env)
+	fp, err := runner.Failpoints(c.env, "abi-engine", "go build -tags failpoints ./cmd/abi-engine")
 	if err != nil {
 		return usageError(err)
 	}
@@ -154,155 +138,17 @@ func (c *cli) runEngine(cmd *cobra.Command, f runFlags) error {
 	return c.serve(cmd.Context(), cfg, eng, tree, log)
 }
 
-// stopRequests records the stop requests (signals) as closed channels.
-type stopRequests struct {
-	first, second         chan struct{}
-	firstOnce, secondOnce sync.Once
-}
-
-func newStopRequests() *stopRequests {
-	return &stopRequests{first: make(chan struct{}), second: make(chan struct{})}
-}
-
-func (s *stopRequests) onFirst()  { s.firstOnce.Do(func() { close(s.first) }) }
-func (s *stopRequests) onSecond() { s.secondOnce.Do(func() { close(s.second) }) }
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// whenClosed cancels when ch closes, until stop is called; stop waits for the
-// goroutine it started.
-func whenClosed(ch <-chan struct{}, cancel context.CancelFunc) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-ch:
-			cancel()
-		case <-done:
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
-	}
-}
-
-// serve runs tree, the process's supervision tree, with the HTTP endpoints and the
-// signal handler in it, loads eng (whose services join the tree) and returns when the
-// engine has handed over (nil), was refused, or ended on its own. Every end of the
-// engine has removed its services from the tree, in order, before serve stops the tree.
+// serve runs eng in the process's tree until it ends (internal/runner: the one run of
+// an engine process, which the chaos harness's engine processes share).
 func (c *cli) serve(ctx context.Context, cfg *config.Config, eng runnableEngine, tree *suture.Supervisor, log *zap.Logger) error {
-	stop := newStopRequests()
-	if cfg.HTTP.Listen != "" {
-		// Up before Load: /healthz answers at once, and the engine says idle and not
-		// ready until it has loaded and serves or stands by. Bound here, so an address that cannot be
-		// served stops the start before it touches the broker.
-		h, err := supervisor.ListenHTTP(cfg.HTTP.Listen, supervisor.Handler(eng, eng.Registry(), supervisor.WithPprof(cfg.HTTP.Pprof)), log)
-		if err != nil {
-			return runtimeError(fmt.Errorf("cannot serve /healthz, /readyz, /status and /metrics on %s (http.listen): %w", cfg.HTTP.Listen, err))
-		}
-		tree.Add(h)
-	}
-	tree.Add(c.signals(stop.onFirst, stop.onSecond))
-	treeCtx, cancelTree := context.WithCancel(context.WithoutCancel(ctx))
-	treeDone := tree.ServeBackground(treeCtx)
-	defer func() {
-		cancelTree()
-		<-treeDone
-	}()
-
-	log.Info("abi-engine starting", zap.String("version", c.version), zap.String("instance_id", eng.InstanceID()),
-		zap.String("role", string(cfg.NATS.Engine.Role)), zap.String("rollout_id", cfg.NATS.Engine.RolloutID),
-		zap.String("config", cfg.Path()))
-
-	// A stop requested while the engine loads (a claim can watch the holder for a lease
-	// period) cancels the load.
-	loadCtx, cancelLoad := context.WithCancel(ctx)
-	stopWatch := whenClosed(stop.first, cancelLoad)
-	err := eng.Load(loadCtx)
-	stopWatch()
-	cancelLoad()
-	if err != nil {
-		var already *lease.AlreadyServingError
-		switch {
-		case errors.As(err, &already), errors.Is(err, supervisor.ErrStoreLocked):
-			// The lock of the store directory is another engine's: one that serves, or
-			// is about to, on this host.
-			return &exitError{code: exitServing, err: err}
-		case closed(stop.first):
-			log.Info("stopped while loading", zap.Error(err))
-			return nil
-		}
-		return runtimeError(fmt.Errorf("load the engine: %w", err))
-	}
-	log.Info("abi-engine loaded")
-
-	select {
-	case <-stop.first:
-	case <-eng.Done():
-		if err := eng.Err(); err != nil {
-			return endedError(nameLostHolder(ctx, cfg, eng, err))
-		}
-		if sd, ok := eng.(steppable); ok && sd.SteppedDown() {
-			// abi-engine step-down ran the handover (stepdown.go): a clean end.
-			c.stayAsStandby = sd.StepDownStay()
-			log.Info("stepped down: handover complete", zap.Bool("stay_as_standby", c.stayAsStandby))
-			return nil
-		}
-		return runtimeError(errors.New("the engine stopped without being asked to"))
-	}
-	log.Info("stop requested: handing over (a second signal stops at once)")
-	start := time.Now()
-	shutdownCtx, cancelShutdown := context.WithCancel(context.WithoutCancel(ctx))
-	stopWatch = whenClosed(stop.second, cancelShutdown)
-	err = eng.Shutdown(shutdownCtx)
-	stopWatch()
-	cancelShutdown()
-	switch {
-	case err != nil && closed(stop.second):
-		return runtimeError(fmt.Errorf("stopped at once on a second signal, handover cut short: %w", err))
-	case err != nil:
-		return runtimeError(fmt.Errorf("handover: %w", err))
-	}
-	log.Info("handover complete: exiting", zap.Duration("took", time.Since(start)))
-	return nil
-}
-
-// endedError is the exit of an engine that ended on its own: 3 when another engine
-// serves (a standby that an engine of its own rollout beat to the released lease, named
-// as a refusal at start names it), 1 otherwise (lost lease, standby timeout).
-func endedError(err error) error {
-	var already *lease.AlreadyServingError
-	if errors.As(err, &already) {
-		return &exitError{code: exitServing, err: err}
-	}
-	return runtimeError(err)
-}
-
-// failpointsFromEnv reads ABI_FAILPOINTS, the fail points a -tags failpoints binary
-// switches on for the chaos harness. A release binary has none: rather than run as if
-// it did, it refuses to start with the variable set.
-func failpointsFromEnv(env func(string) string) (*failpoint.Set, error) {
-	spec := env(failpoint.EnvVar)
-	if spec == "" {
-		return nil, nil
-	}
-	if !failpoint.Enabled {
-		return nil, fmt.Errorf("%s=%q is set, but this abi-engine was built without fail points; unset it, or build one with them (go build -tags failpoints ./cmd/abi-engine)", failpoint.EnvVar, spec)
-	}
-	set, err := failpoint.Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", failpoint.EnvVar, err)
-	}
-	return set, nil
+	return runner.Run(ctx, cfg, eng, runner.Process{
+		Tree:    tree,
+		Log:     log,
+		Version: c.version,
+		Signals: c.signals,
+		Ended: func(ctx context.Context, err error) error {
+			return nameLostHolder(ctx, cfg, eng, err)
+		},
+		SteppedDown: func(stay bool) { c.stayAsStandby = stay },
+	})
 }

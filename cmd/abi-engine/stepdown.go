@@ -104,7 +104,7 @@ func (c *cli) stepDown(cmd *cobra.Command, conn *connFlags, req control.StepDown
 	case d != nil:
 		return runtimeError(d)
 	case errors.Is(err, control.ErrNoStandby):
-		return &exitError{code: exitServing, err: fmt.Errorf("%s keeps serving: %w", holder, err)}
+		return &exitError{Code: exitServing, Err: fmt.Errorf("%s keeps serving: %w", holder, err)}
 	case errors.Is(err, control.ErrNotServing):
 		// Another step-down or an eviction came first: the lease may already be another
 		// engine's, which an eviction would hit.

@@ -1,4 +1,7 @@
-package engine
+// Package backends opens the keyvalue and object_storage backends a configuration
+// names (memory, bbolt, postgres or jetstream; memory, fs or jetstream), each with
+// what closes it.
+package backends
 
 import (
 	"context"
@@ -22,8 +25,8 @@ import (
 
 func nothingToClose() error { return nil }
 
-// openKeyValue opens the configured keyvalue backend.
-func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set, log *zap.Logger) (keyvalue.Store, func() error, error) {
+// KeyValue opens the configured keyvalue backend.
+func KeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set, log *zap.Logger) (keyvalue.Store, func() error, error) {
 	kc := cfg.Services.KeyValue
 	switch kc.Adapter {
 	case config.KeyValueMemory:
@@ -54,8 +57,8 @@ func openKeyValue(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *fa
 	return nil, nil, fmt.Errorf("engine: services.keyvalue.adapter %q is not known", kc.Adapter)
 }
 
-// openObjectStorage opens the configured object_storage backend.
-func openObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set, log *zap.Logger) (objectstorage.Store, func() error, error) {
+// ObjectStorage opens the configured object_storage backend.
+func ObjectStorage(ctx context.Context, cfg *config.Config, nc *nats.Conn, fp *failpoint.Set, log *zap.Logger) (objectstorage.Store, func() error, error) {
 	oc := cfg.Services.ObjectStorage
 	switch oc.Adapter {
 	case config.ObjectStorageMemory:

@@ -1,4 +1,4 @@
-package engine
+package natsevents
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 
 // dialWith connects to url through supervisor.Dial, the engine's way, with ev hearing
 // the connection's asynchronous errors.
-func dialWith(t *testing.T, url string, ev *natsEvents, log *zap.Logger, opts ...nats.Option) *nats.Conn {
+func dialWith(t *testing.T, url string, ev *Events, log *zap.Logger, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	nc, err := supervisor.Dial(context.Background(), supervisor.ConnConfig{URL: url, Name: "test", Options: opts,
-		OnAsyncError: ev.asyncError, ConnectTimeout: 5 * time.Second}, log)
+		OnAsyncError: ev.AsyncError, ConnectTimeout: 5 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func dialWith(t *testing.T, url string, ev *natsEvents, log *zap.Logger, opts ..
 func TestSlowConsumerDropsAreCountedBySubject(t *testing.T) {
 	srv := natstest.Start(t)
 	core, logs := observer.New(zap.WarnLevel)
-	ev := newNATSEvents(zap.New(core))
+	ev := New(zap.New(core))
 	nc := dialWith(t, srv.URL(), ev, zap.New(core))
 	release := make(chan struct{})
 	sub, err := nc.Subscribe("abi.svc.slow.v1.op", func(*nats.Msg) { <-release })
@@ -73,7 +73,7 @@ func TestSlowConsumerDropsAreCountedBySubject(t *testing.T) {
 }
 
 // sample sums what ev collects of the metric d.
-func sample(ev *natsEvents, d *prometheus.Desc) float64 {
+func sample(ev *Events, d *prometheus.Desc) float64 {
 	all := make(chan prometheus.Metric, 64)
 	ev.Collect(all)
 	close(all)
@@ -91,7 +91,7 @@ func sample(ev *natsEvents, d *prometheus.Desc) float64 {
 }
 
 // A permission the broker refuses is logged as JSON naming the subject, counted, and
-// kept: deniedSubjects is what makes a serving engine not ready.
+// kept: DeniedSubjects is what makes a serving engine not ready.
 func TestPermissionViolationsAreLoggedCountedAndKept(t *testing.T) {
 	srv := natstest.Start(t, func(o *server.Options) {
 		o.Users = []*server.User{{Username: "abi", Password: "pw", Permissions: &server.Permissions{
@@ -99,14 +99,14 @@ func TestPermissionViolationsAreLoggedCountedAndKept(t *testing.T) {
 		}}}
 	})
 	core, logs := observer.New(zap.WarnLevel)
-	ev := newNATSEvents(zap.New(core))
+	ev := New(zap.New(core))
 	nc := dialWith(t, srv.URL(), ev, zap.New(core), nats.UserInfo("abi", "pw"))
 	if _, err := nc.Subscribe("abi.svc.keyvalue.v1.get", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
-	testwait.For(t, 10*time.Second, "the violation heard", func() bool { return len(ev.deniedSubjects()) > 0 })
-	if got := ev.deniedSubjects(); len(got) != 1 || got[0] != "abi.svc.keyvalue.v1.get" {
+	testwait.For(t, 10*time.Second, "the violation heard", func() bool { return len(ev.DeniedSubjects()) > 0 })
+	if got := ev.DeniedSubjects(); len(got) != 1 || got[0] != "abi.svc.keyvalue.v1.get" {
 		t.Fatalf("denied subjects %v", got)
 	}
 	entries := logs.FilterField(zap.String("subject", "abi.svc.keyvalue.v1.get")).All()

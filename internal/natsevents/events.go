@@ -1,4 +1,8 @@
-package engine
+// Package natsevents hears the asynchronous errors of an engine's NATS connections and
+// turns the two that lose work without a reply into something an operator sees:
+// messages a slow subscription dropped and permissions the broker refused, counted by
+// subject, logged, and kept for the engine's readiness.
+package natsevents
 
 import (
 	"errors"
@@ -11,14 +15,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// natsEvents hears the asynchronous errors of the engine's NATS connections
+// Events hears the asynchronous errors of the engine's NATS connections
 // (supervisor.ConnConfig.OnAsyncError) and turns the two that lose work without a
 // reply into something an operator sees: messages a slow subscription dropped, counted
 // by subject (abi_engine_dropped_messages_total), and permissions the broker refused,
 // counted by subject (abi_engine_permission_violations_total), logged as JSON naming the
 // subject, and kept, so a serving engine that cannot subscribe or publish what it needs
 // reports not ready (Readiness) and /status says why.
-type natsEvents struct {
+type Events struct {
 	log *zap.Logger
 
 	mu      sync.Mutex
@@ -34,16 +38,17 @@ var (
 		"Subscriptions and publishes the broker refused for want of a permission, by subject.", []string{"subject"}, nil)
 )
 
-func newNATSEvents(log *zap.Logger) *natsEvents {
-	return &natsEvents{log: log, dropped: map[string]float64{}, watched: map[*nats.Subscription]uint64{}, denied: map[string]float64{}}
+// New is an Events that logs through log.
+func New(log *zap.Logger) *Events {
+	return &Events{log: log, dropped: map[string]float64{}, watched: map[*nats.Subscription]uint64{}, denied: map[string]float64{}}
 }
 
 // violationSubject finds the subject in the broker's text: Permissions Violation for
 // Subscription to "abi.svc.keyvalue.v1.get" (or Publish to ...).
 var violationSubject = regexp.MustCompile(`(?i)(subscription|publish) to "?([^"\s]+)"?`)
 
-// asyncError is supervisor.ConnConfig.OnAsyncError; the connection has logged err.
-func (n *natsEvents) asyncError(sub *nats.Subscription, err error) {
+// AsyncError is supervisor.ConnConfig.OnAsyncError; the connection has logged err.
+func (n *Events) AsyncError(sub *nats.Subscription, err error) {
 	switch {
 	case errors.Is(err, nats.ErrSlowConsumer) && sub != nil:
 		n.mu.Lock()
@@ -68,7 +73,7 @@ func (n *natsEvents) asyncError(sub *nats.Subscription, err error) {
 }
 
 // settle adds what each watched subscription dropped since it was last seen. n.mu held.
-func (n *natsEvents) settle() {
+func (n *Events) settle() {
 	for sub, seen := range n.watched {
 		d, err := sub.Dropped()
 		if err != nil { // closed: what it dropped is counted already
@@ -82,8 +87,8 @@ func (n *natsEvents) settle() {
 	}
 }
 
-// deniedSubjects are the subjects the broker refused, sorted; nil when none.
-func (n *natsEvents) deniedSubjects() []string {
+// DeniedSubjects are the subjects the broker refused, sorted; nil when none.
+func (n *Events) DeniedSubjects() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.denied) == 0 {
@@ -98,13 +103,13 @@ func (n *natsEvents) deniedSubjects() []string {
 }
 
 // Describe implements prometheus.Collector.
-func (n *natsEvents) Describe(ch chan<- *prometheus.Desc) {
+func (n *Events) Describe(ch chan<- *prometheus.Desc) {
 	ch <- droppedDesc
 	ch <- deniedDesc
 }
 
 // Collect implements prometheus.Collector.
-func (n *natsEvents) Collect(ch chan<- prometheus.Metric) {
+func (n *Events) Collect(ch chan<- prometheus.Metric) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.settle()

@@ -1,4 +1,4 @@
-package engine
+package backendhealth
 
 import (
 	"context"
@@ -33,12 +33,12 @@ func TestBackendHealth(t *testing.T) {
 				return false, ctx.Err()
 			}
 		}
-		h := newBackendHealth("keyvalue", "jetstream", zap.New(core), probe, func() { failures.Add(1) }, func() {})
-		defer h.close()
+		h := New("keyvalue", "jetstream", zap.New(core), probe, func() { failures.Add(1) }, func() {})
+		defer h.Close()
 
 		for _, err := range []error{nil, protocol.Errorf(protocol.NotFound, "x"), protocol.Errorf(protocol.InvalidArgument, "x"),
 			protocol.Errorf(protocol.Conflict, "x"), context.Canceled} {
-			h.observe(err)
+			h.Observe(err)
 		}
 		synctest.Wait()
 		if failures.Load() != 0 || probes.Load() != 0 {
@@ -47,9 +47,9 @@ func TestBackendHealth(t *testing.T) {
 
 		broken := protocol.Errorf(protocol.Unavailable, "bucket gone")
 		for range 100 {
-			h.observe(broken)
+			h.Observe(broken)
 		}
-		h.observe(context.DeadlineExceeded)
+		h.Observe(context.DeadlineExceeded)
 		synctest.Wait()
 		if failures.Load() != 101 || probes.Load() != 1 {
 			t.Fatalf("failures %d probes %d, want 101 and one probe running", failures.Load(), probes.Load())
@@ -82,7 +82,7 @@ func TestBackendHealth(t *testing.T) {
 			t.Fatalf("down/up not logged once each: %v", logs.All())
 		}
 		time.Sleep(failureLogEvery)
-		h.observe(broken)
+		h.Observe(broken)
 		if n := logs.FilterMessage("backend call failed").Len(); n != 2 {
 			t.Fatalf("%d failure log lines after the period, want 2", n)
 		}
@@ -97,14 +97,14 @@ func TestBackendHealth(t *testing.T) {
 // get without a copy), and observes its failures like any other call.
 func TestHealthyKeyValuePassesTheSharedReadThrough(t *testing.T) {
 	var failures atomic.Int32
-	h := newBackendHealth("keyvalue", "memory", zap.NewNop(), func(context.Context) (bool, error) { return false, nil }, func() { failures.Add(1) }, func() {})
-	defer h.close()
+	h := New("keyvalue", "memory", zap.NewNop(), func(context.Context) (bool, error) { return false, nil }, func() { failures.Add(1) }, func() {})
+	defer h.Close()
 	store := memory.New()
 	ctx := context.Background()
 	if err := store.Set(ctx, "k", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	kv := healthyKeyValue{Store: store, h: h}
+	kv := KeyValue{Store: store, H: h}
 	want, _, _ := store.GetShared(ctx, "k")
 	got, found, err := keyvalue.GetShared(ctx, kv, "k")
 	if err != nil || !found || unsafe.SliceData(got) != unsafe.SliceData(want) {

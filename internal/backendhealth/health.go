@@ -1,4 +1,9 @@
-package engine
+// Package backendhealth watches a serving engine's backends: every call that fails in
+// a backend is counted and logged (rate-limited) and starts a probe, which reruns with
+// a growing pause until the backend answers; while it fails, the backend is down and
+// the engine is not ready. KeyValue and ObjectStorage wrap a backend so that its
+// Health observes every call.
+package backendhealth
 
 import (
 	"context"
@@ -36,12 +41,12 @@ type bucketProber interface {
 	Probe(ctx context.Context) (recreated bool, err error)
 }
 
-// backendHealth watches one backend. Every call that fails in the backend is counted
+// Health watches one backend. Every call that fails in the backend is counted
 // and logged (rate-limited), and starts a probe, which reruns with a growing pause
 // until the backend answers: a jetstream backend first recreates its bucket if it is
 // gone, then the probe reads. While the probe fails, the backend is down, and a serving
 // engine is not ready (docs/design.md §4.5).
-type backendHealth struct {
+type Health struct {
 	service, adapter string
 	log              *zap.Logger
 	probe            func(ctx context.Context) (recreated bool, err error)
@@ -60,9 +65,11 @@ type backendHealth struct {
 	failures int // failed calls since the last failure log line
 }
 
-func newBackendHealth(service, adapter string, log *zap.Logger, probe func(context.Context) (bool, error), onFailure, onFenced func()) *backendHealth {
+// New watches the backend of service (adapter names it): probe checks it, onFailure
+// counts a failed call and onFenced a write refused for a stale epoch.
+func New(service, adapter string, log *zap.Logger, probe func(context.Context) (bool, error), onFailure, onFenced func()) *Health {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &backendHealth{
+	return &Health{
 		service: service, adapter: adapter, probe: probe, onFailure: onFailure, onFenced: onFenced,
 		log:        log.With(zap.String("service", service), zap.String("backend", adapter)),
 		logs:       rate.Sometimes{Interval: failureLogEvery},
@@ -89,10 +96,10 @@ func backendFailure(err error) bool {
 	return false
 }
 
-// observe looks at a call's error and returns it unchanged. A write the backend
+// Observe looks at a call's error and returns it unchanged. A write the backend
 // refused for a stale epoch (epoch.ErrFenced: another engine took over) is counted as
 // fenced, not as a failure: the backend answers, this engine is the one behind.
-func (h *backendHealth) observe(err error) error {
+func (h *Health) Observe(err error) error {
 	if errors.Is(err, epoch.ErrFenced) {
 		h.onFenced()
 		h.fencedLogs.Do(func() {
@@ -126,7 +133,7 @@ func (h *backendHealth) observe(err error) error {
 }
 
 // probeUntilUp probes until the backend answers or the engine stops.
-func (h *backendHealth) probeUntilUp() {
+func (h *Health) probeUntilUp() {
 	defer h.wg.Done()
 	pause := probeFirstPause
 	for {
@@ -165,8 +172,14 @@ func (h *backendHealth) probeUntilUp() {
 	}
 }
 
+// Service is the service whose backend h watches.
+func (h *Health) Service() string { return h.service }
+
+// Adapter names the backend h watches.
+func (h *Health) Adapter() string { return h.adapter }
+
 // Down is nil while the backend answers, else why it does not.
-func (h *backendHealth) Down() error {
+func (h *Health) Down() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.down == nil {
@@ -175,15 +188,15 @@ func (h *backendHealth) Down() error {
 	return fmt.Errorf("%s backend (%s) down: %w", h.service, h.adapter, h.down)
 }
 
-// close stops the probe and waits for it.
-func (h *backendHealth) close() error {
+// Close stops the probe and waits for it.
+func (h *Health) Close() error {
 	h.cancel()
 	h.wg.Wait()
 	return nil
 }
 
-// keyValueProbe checks a keyvalue backend: its bucket if it has one, then a read.
-func keyValueProbe(s keyvalue.Store) func(context.Context) (bool, error) {
+// KeyValueProbe checks a keyvalue backend: its bucket if it has one, then a read.
+func KeyValueProbe(s keyvalue.Store) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		var recreated bool
 		if p, ok := s.(bucketProber); ok {
@@ -197,9 +210,9 @@ func keyValueProbe(s keyvalue.Store) func(context.Context) (bool, error) {
 	}
 }
 
-// objectStorageProbe checks an object_storage backend: its bucket if it has one, then
+// ObjectStorageProbe checks an object_storage backend: its bucket if it has one, then
 // a read (NOT_FOUND is an answer).
-func objectStorageProbe(s objectstorage.Store) func(context.Context) (bool, error) {
+func ObjectStorageProbe(s objectstorage.Store) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		var recreated bool
 		if p, ok := s.(bucketProber); ok {
@@ -216,88 +229,88 @@ func objectStorageProbe(s objectstorage.Store) func(context.Context) (bool, erro
 	}
 }
 
-// healthyKeyValue is a keyvalue backend whose failures its backendHealth observes.
-type healthyKeyValue struct {
+// KeyValue is a keyvalue backend whose failures its backendHealth observes.
+type KeyValue struct {
 	keyvalue.Store
-	h *backendHealth
+	H *Health
 }
 
-func (s healthyKeyValue) Get(ctx context.Context, key string) ([]byte, bool, error) {
+func (s KeyValue) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	v, found, err := s.Store.Get(ctx, key)
-	return v, found, s.h.observe(err)
+	return v, found, s.H.Observe(err)
 }
 
 // GetShared passes the backend's shared read through (keyvalue.SharedReader).
-func (s healthyKeyValue) GetShared(ctx context.Context, key string) ([]byte, bool, error) {
+func (s KeyValue) GetShared(ctx context.Context, key string) ([]byte, bool, error) {
 	v, found, err := keyvalue.GetShared(ctx, s.Store, key)
-	return v, found, s.h.observe(err)
+	return v, found, s.H.Observe(err)
 }
 
-func (s healthyKeyValue) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return s.h.observe(s.Store.Set(ctx, key, value, ttl))
+func (s KeyValue) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return s.H.Observe(s.Store.Set(ctx, key, value, ttl))
 }
 
-func (s healthyKeyValue) SetIfNotExists(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+func (s KeyValue) SetIfNotExists(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	set, err := s.Store.SetIfNotExists(ctx, key, value, ttl)
-	return set, s.h.observe(err)
+	return set, s.H.Observe(err)
 }
 
-func (s healthyKeyValue) Delete(ctx context.Context, key string) (bool, error) {
+func (s KeyValue) Delete(ctx context.Context, key string) (bool, error) {
 	deleted, err := s.Store.Delete(ctx, key)
-	return deleted, s.h.observe(err)
+	return deleted, s.H.Observe(err)
 }
 
-func (s healthyKeyValue) DeleteIfValueMatches(ctx context.Context, key string, value []byte) (bool, error) {
+func (s KeyValue) DeleteIfValueMatches(ctx context.Context, key string, value []byte) (bool, error) {
 	deleted, err := s.Store.DeleteIfValueMatches(ctx, key, value)
-	return deleted, s.h.observe(err)
+	return deleted, s.H.Observe(err)
 }
 
-func (s healthyKeyValue) Exists(ctx context.Context, key string) (bool, error) {
+func (s KeyValue) Exists(ctx context.Context, key string) (bool, error) {
 	ok, err := s.Store.Exists(ctx, key)
-	return ok, s.h.observe(err)
+	return ok, s.H.Observe(err)
 }
 
-func (s healthyKeyValue) ListKeys(ctx context.Context, prefix, after string, limit int) ([]string, bool, error) {
+func (s KeyValue) ListKeys(ctx context.Context, prefix, after string, limit int) ([]string, bool, error) {
 	keys, more, err := s.Store.ListKeys(ctx, prefix, after, limit)
-	return keys, more, s.h.observe(err)
+	return keys, more, s.H.Observe(err)
 }
 
-func (s healthyKeyValue) TTL(ctx context.Context, key string) (time.Duration, bool, error) {
+func (s KeyValue) TTL(ctx context.Context, key string) (time.Duration, bool, error) {
 	ttl, found, err := s.Store.TTL(ctx, key)
-	return ttl, found, s.h.observe(err)
+	return ttl, found, s.H.Observe(err)
 }
 
-// healthyObjectStorage is an object_storage backend whose failures its backendHealth
+// ObjectStorage is an object_storage backend whose failures its backendHealth
 // observes.
-type healthyObjectStorage struct {
+type ObjectStorage struct {
 	objectstorage.Store
-	h *backendHealth
+	H *Health
 }
 
-func (s healthyObjectStorage) PutObject(ctx context.Context, prefix, key string, content []byte) error {
-	return s.h.observe(s.Store.PutObject(ctx, prefix, key, content))
+func (s ObjectStorage) PutObject(ctx context.Context, prefix, key string, content []byte) error {
+	return s.H.Observe(s.Store.PutObject(ctx, prefix, key, content))
 }
 
-func (s healthyObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
+func (s ObjectStorage) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
 	v, err := s.Store.GetObject(ctx, prefix, key)
-	return v, s.h.observe(err)
+	return v, s.H.Observe(err)
 }
 
-func (s healthyObjectStorage) DeleteObject(ctx context.Context, prefix, key string) error {
-	return s.h.observe(s.Store.DeleteObject(ctx, prefix, key))
+func (s ObjectStorage) DeleteObject(ctx context.Context, prefix, key string) error {
+	return s.H.Observe(s.Store.DeleteObject(ctx, prefix, key))
 }
 
-func (s healthyObjectStorage) ListObjects(ctx context.Context, prefix string) ([]string, error) {
+func (s ObjectStorage) ListObjects(ctx context.Context, prefix string) ([]string, error) {
 	keys, err := s.Store.ListObjects(ctx, prefix)
-	return keys, s.h.observe(err)
+	return keys, s.H.Observe(err)
 }
 
-func (s healthyObjectStorage) ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error) {
+func (s ObjectStorage) ListObjectsRecursive(ctx context.Context, prefix string) ([]string, error) {
 	keys, err := s.Store.ListObjectsRecursive(ctx, prefix)
-	return keys, s.h.observe(err)
+	return keys, s.H.Observe(err)
 }
 
-func (s healthyObjectStorage) GetObjectMetadata(ctx context.Context, prefix, key string) (objectstorage.Metadata, error) {
+func (s ObjectStorage) GetObjectMetadata(ctx context.Context, prefix, key string) (objectstorage.Metadata, error) {
 	md, err := s.Store.GetObjectMetadata(ctx, prefix, key)
-	return md, s.h.observe(err)
+	return md, s.H.Observe(err)
 }
