@@ -118,8 +118,9 @@ func (a *memberActor) Restart(c *actor.Context) {
 }
 
 func (a *memberActor) command(cmd *actors.RoleCommand) {
-	if cur := a.queue.Current(); cur != nil && !isServe(cur) {
-		// A stop runs: a Stop or StopAccepting waits for the same end.
+	if cur := a.queue.Current(); cur != nil && !isServe(cur) && a.queue.Waiting() == 0 {
+		// A stop runs and nothing waits behind it: a Stop or StopAccepting waits for the
+		// same end. Behind a Serve that waits, it must stop what that Serve subscribes.
 		switch cmd.Msg.(type) {
 		case actors.Stop:
 			a.down = append(a.down, cmd.From)
