@@ -1,10 +1,12 @@
 package discovery
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
@@ -61,5 +63,38 @@ func TestAStopBehindAServeIsNotFoldedIntoTheStopBeforeIt(t *testing.T) {
 	}
 	if n := e.nc.NumSubscriptions() - others; n != 0 {
 		t.Fatalf("%d subscriptions after the last Stop was answered: the member serves behind a Down", n)
+	}
+}
+
+// TestCloseEndsWhatAServeSubscribedAfterItsActorStopped: the actor poisoned while its
+// Serve's subscribe step runs never hears of what the step subscribed (its report goes
+// to a stopped actor); Close, which ends what the member still serves, must end those
+// subscriptions too, not leave them taking calls for an engine that has stopped.
+func TestCloseEndsWhatAServeSubscribedAfterItsActorStopped(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.URL())
+	svc, err := New(&memoryStore{}, Config{Lease: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMember(MemberConfig{Conn: nc, Project: "gone", Service: svc, MaxConcurrent: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := nc.NumSubscriptions()
+	pid := m.Spawn(sys)
+	sys.Send(pid, actors.Serve{Epoch: 1})
+	<-sys.Poison(pid).Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := nc.NumSubscriptions() - before; n != 0 {
+		t.Fatalf("%d subscriptions of the member's after its Close", n)
 	}
 }
