@@ -55,6 +55,13 @@ func (m *HandoverMachine) handover(out *HandoverOutput, now time.Time, msg any) 
 		if m.phase != PhaseRelease {
 			return
 		}
+	case Lost:
+		// The ownership ignores a Release once the lease is gone: the release phase
+		// waits for a Released that will not come. Lost between the Handover and the
+		// release, the phase would have found the lease gone as it began.
+		if m.phase != PhaseRelease {
+			return
+		}
 	case successorDone:
 		if m.phase != PhaseSuccessor {
 			return

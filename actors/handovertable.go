@@ -22,12 +22,13 @@ const (
 	InputDrainMarked                        // DrainMarked, from the ownership
 	InputDeadline                           // the phase's deadline passed
 	InputOver                               // the phase begun has nothing to wait for
+	InputLost                               // Lost, from the ownership
 )
 
 var handoverInputNames = [...]string{InputOther: "Other", InputHandover: "Handover", InputRollCall: "RollCall",
 	InputDrained: "Drained", InputReleased: "Released", InputSuccessorDone: "SuccessorDone",
 	InputSessionsDone: "SessionsDone", InputDown: "Down", InputDrainMarked: "DrainMarked",
-	InputDeadline: "Deadline", InputOver: "Over"}
+	InputDeadline: "Deadline", InputOver: "Over", InputLost: "Lost"}
 
 func (in HandoverInput) String() string {
 	if int(in) < len(handoverInputNames) {
@@ -47,6 +48,8 @@ func inputOf(msg any) HandoverInput {
 		return InputDrained
 	case Released:
 		return InputReleased
+	case Lost:
+		return InputLost
 	case successorDone:
 		return InputSuccessorDone
 	case sessionsDone:
@@ -104,6 +107,8 @@ var phaseRows = []phaseRow{
 	{PhaseRelease, InputReleased, "no successor check", PhaseDrain},
 	{PhaseRelease, InputDeadline, "a successor check", PhaseSuccessor},
 	{PhaseRelease, InputDeadline, "no successor check", PhaseDrain},
+	{PhaseRelease, InputLost, "a successor check", PhaseSuccessor},
+	{PhaseRelease, InputLost, "no successor check", PhaseDrain},
 	{PhaseRelease, InputOver, "nothing to release, a successor check", PhaseSuccessor},
 	{PhaseRelease, InputOver, "nothing to release, no successor check", PhaseDrain},
 

@@ -218,6 +218,8 @@ func hmRows() map[phaseRow]hmScenario {
 		key(PhaseRelease, InputReleased, "no successor check", PhaseDrain):                    from(noSucc, PhaseRelease, msg(Released{})),
 		key(PhaseRelease, InputDeadline, "a successor check", PhaseSuccessor):                 from(all, PhaseRelease, dl),
 		key(PhaseRelease, InputDeadline, "no successor check", PhaseDrain):                    from(noSucc, PhaseRelease, dl),
+		key(PhaseRelease, InputLost, "a successor check", PhaseSuccessor):                     from(all, PhaseRelease, msg(Lost{Holder: lease.Holder{InstanceID: "thief"}})),
+		key(PhaseRelease, InputLost, "no successor check", PhaseDrain):                        from(noSucc, PhaseRelease, msg(Lost{Holder: lease.Holder{InstanceID: "thief"}})),
 		key(PhaseRelease, InputOver, "nothing to release, a successor check", PhaseSuccessor): from(all, PhaseJobs, lostThenJobs),
 		key(PhaseRelease, InputOver, "nothing to release, no successor check", PhaseDrain):    from(noSucc, PhaseJobs, lostThenJobs),
 		key(PhaseSuccessor, InputOver, "no bound, member, release or standby", PhaseDrain):    overSuccessor,

@@ -35,6 +35,9 @@ func (q *RoleQueue) Run(begin func(*RoleCommand) (stepped bool)) {
 // Current is the command whose step runs, or nil.
 func (q *RoleQueue) Current() *RoleCommand { return q.cur }
 
+// Waiting is how many commands wait behind the current one.
+func (q *RoleQueue) Waiting() int { return len(q.waiting) }
+
 // Done ends the current command and returns it.
 func (q *RoleQueue) Done() *RoleCommand {
 	cmd := q.cur

@@ -50,7 +50,9 @@ type RootConfig struct {
 	// OnPhase sees each handover phase's duration, on the root's goroutine. Optional.
 	OnPhase func(phase Phase, d time.Duration)
 	Logger  *zap.Logger
-	// Clock is the time the cascade's deadlines run on; nil is the real one.
+	// Clock is the time the cascade's deadlines run on; nil is the real one. The
+	// deadline a member is told (StopAccepting's) is that clock's mapped back to the
+	// real time line, on which the members count.
 	Clock Clock
 	// Failpoints hosts release-before-jobs, serve-after-release and skip-successor;
 	// nil: none.
@@ -251,7 +253,7 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 		a.stopRetries()
 	}
 	for _, s := range out.Sends {
-		c.Send(s.To, s.Msg)
+		c.Send(s.To, a.onRealTime(s.Msg))
 	}
 	e, self := c.Engine(), c.PID()
 	for _, rt := range out.Retries {
@@ -265,7 +267,7 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 		a.retries[key] = time.AfterFunc(a.until(rt.At), func() { e.Send(self, retryServe{to: to}) })
 	}
 	for _, h := range out.Held {
-		msg, pids := h.Msg, h.To
+		msg, pids := a.onRealTime(h.Msg), h.To
 		a.held = append(a.held, time.AfterFunc(a.until(h.At), func() {
 			for _, pid := range pids {
 				e.SendWithSender(pid, msg, self)
@@ -284,6 +286,17 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 
 // until is how long from now, on the real time line, until at on the root's clock.
 func (a *rootActor) until(at time.Time) time.Duration { return time.Until(a.r.clock.Real(at)) }
+
+// onRealTime is msg as a member takes it: the machine counts on the root's clock, but
+// a member bounds its drain by StopAccepting's deadline as a real time (a context, a
+// timer), so that deadline is mapped back to the real time line.
+func (a *rootActor) onRealTime(msg any) any {
+	if sa, ok := msg.(StopAccepting); ok && !sa.Deadline.IsZero() {
+		sa.Deadline = a.r.clock.Real(sa.Deadline)
+		return sa
+	}
+	return msg
+}
 
 // arm arms the phase timer at d, replacing the one armed for another deadline.
 func (a *rootActor) arm(c *actor.Context, d PhaseDeadline) {

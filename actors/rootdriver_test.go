@@ -90,3 +90,42 @@ func TestRootCloseWaitsForItsWaits(t *testing.T) {
 		<-n.e.Poison(p).Done()
 	})
 }
+
+// TestRootTellsDeadlinesOnTheRealTimeLine: a member takes StopAccepting's drain
+// deadline as a real time (its context, the jobs host's timer), so the root, whose
+// machine counts on its own clock, tells it that deadline mapped back to the real time
+// line: on a clock ten times as fast, a drain of 10 s ends 1 s after the handover
+// began, for the member as for the root.
+func TestRootTellsDeadlinesOnTheRealTimeLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+		told := make(chan time.Duration, 1)
+		p := n.e.SpawnFunc(func(c *actor.Context) {
+			switch m := c.Message().(type) {
+			case Serve:
+				c.Send(c.Sender(), Accepting{From: c.PID(), On: true})
+			case StopAccepting:
+				told <- time.Until(m.Deadline)
+				c.Send(c.Sender(), Accepting{From: c.PID(), On: false})
+			case Stop:
+				c.Send(c.Sender(), Down{From: c.PID()})
+			}
+		}, "primary")
+		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second,
+			Clock: RateClock(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := root.WaitServing(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := root.Handover(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-told; d <= 0 || d > time.Second {
+			t.Fatalf("the member was told a drain deadline %s away, want at most the 1 s the drain lasts on the real time line", d)
+		}
+		<-n.e.Poison(p).Done()
+		closeRoot(t, root)
+	})
+}

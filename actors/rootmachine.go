@@ -86,6 +86,8 @@ const serveRetry = 500 * time.Millisecond
 //	            Released no successor check                               → drain
 //	            Deadline a successor check                                → successor
 //	            Deadline no successor check                               → drain
+//	            Lost a successor check                                    → successor
+//	            Lost no successor check                                   → drain
 //	            Over nothing to release, a successor check                → successor
 //	            Over nothing to release, no successor check               → drain
 //
@@ -125,7 +127,8 @@ const serveRetry = 500 * time.Millisecond
 //	StandingBy   → nothing to tell; State is standby.
 //	Fenced       → Stop to every member and the jobs host, at once; no reply awaited.
 //	Lost         → Stop to every member and the jobs host; the engine ends with a
-//	               *lease.LostError, unless a handover runs (it goes on to its end).
+//	               *lease.LostError, unless a handover runs (it goes on to its end; in
+//	               the release phase at once, as no Released will come).
 //	ClaimFailed  → the engine ends with the claim's error: it will never serve.
 //	Released     → State is released; the handover's release phase moves on.
 type HandoverMachine struct {
@@ -368,6 +371,7 @@ func (m *HandoverMachine) roleChanged(out *HandoverOutput, now time.Time, msg an
 		if m.phase == PhaseRelaying {
 			m.end(out, &lease.LostError{Holder: msg.Holder})
 		}
+		m.handover(out, now, msg)
 	case ClaimFailed:
 		// The root exists once the claim stood by (or served): a claim that ends now is
 		// a standby's, timed out or beaten to a released lease by an engine of its own

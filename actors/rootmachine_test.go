@@ -255,3 +255,26 @@ func TestMachineFailPointsHoldMessagesBack(t *testing.T) {
 		t.Fatalf("held %+v, want the members' StopAccepting lease/2 later", out.Held)
 	}
 }
+
+// TestMachineLostDuringTheReleaseMovesOn: the root knows the ownership only from its
+// broadcasts, so a lease lost just before the handover began (its Lost still behind the
+// Handover in the root's mailbox) or while the release runs reaches the release phase
+// as a Lost, never as a Released: the ownership ignores a Release once the lease is
+// gone. The cascade moves on at once, as it does when it finds the lease gone as the
+// phase begins, instead of waiting out the phase's two renewal periods.
+func TestMachineLostDuringTheReleaseMovesOn(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  hcfg
+	}{{"a successor check", hcfg{}}, {"no successor check", hcfg{noSuccessor: true}}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newHM(t, c.cfg).via(PhaseRelease)
+			out := f.step(Lost{Holder: lease.Holder{InstanceID: "thief"}})
+			wantSent(t, "lost in the release", out, "Stop→primary/p1", "Stop→primary/p2", "Stop→jobs",
+				"StopAccepting→primary/p1", "StopAccepting→primary/p2")
+			if f.m.Phase() != PhaseDrain || out.End {
+				t.Fatalf("in %s (end %v), want the drain: nothing to release any more, no successor to wait for", f.m.Phase(), out.End)
+			}
+		})
+	}
+}

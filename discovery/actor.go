@@ -118,8 +118,9 @@ func (a *memberActor) Restart(c *actor.Context) {
 }
 
 func (a *memberActor) command(cmd *actors.RoleCommand) {
-	if cur := a.queue.Current(); cur != nil && !isServe(cur) {
-		// A stop runs: a Stop or StopAccepting waits for the same end.
+	if cur := a.queue.Current(); cur != nil && !isServe(cur) && a.queue.Waiting() == 0 {
+		// A stop runs and nothing waits behind it: a Stop or StopAccepting waits for the
+		// same end. Behind a Serve that waits, it must stop what that Serve subscribes.
 		switch cmd.Msg.(type) {
 		case actors.Stop:
 			a.down = append(a.down, cmd.From)
@@ -150,10 +151,12 @@ func (a *memberActor) run(cmd *actors.RoleCommand) bool {
 			return false
 		}
 		a.accepting = []*actor.PID{cmd.From} // the Serve's sender, answered by subscribed
-		return a.start(cmd, func() any {
+		s, ok := actors.StartStep(a.m.steps, a.eng, a.self, cmd, func() any {
 			subs, err := a.m.subscribe()
 			return subscribed{subs: subs, err: err}
 		})
+		a.m.subscribing = s
+		return ok // the group is never shut
 	case actors.StopAccepting:
 		if a.phase != actors.RoleServing {
 			cmd.Answer(a.eng, a.self, nil)
@@ -181,6 +184,7 @@ func (a *memberActor) start(cmd *actors.RoleCommand, work func() any) bool {
 
 func (a *memberActor) subscribed(m subscribed) {
 	a.queue.Done()
+	a.m.subscribing = nil
 	to := a.accepting
 	a.accepting = nil
 	if m.err == nil {
@@ -253,6 +257,13 @@ func (m *Member) Close(ctx context.Context) error {
 	var errs []error
 	if err := m.steps.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("discovery: a role step still runs: %w", err))
+	}
+	if s := m.subscribing; s != nil && s.Finished() {
+		// Its report went to the stopped actor: what it subscribed is still ours to end.
+		if r, ok := s.Result().(subscribed); ok && r.err == nil {
+			m.subs = append(m.subs, r.subs...)
+		}
+		m.subscribing = nil
 	}
 	if subs := m.subs; len(subs) > 0 {
 		m.subs = nil

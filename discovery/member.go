@@ -91,8 +91,12 @@ type Member struct {
 	// steps owns the actor's role steps (actors.StartStep); Close waits for them.
 	steps *actors.Group
 
-	// Touched only by the actor (its Receive and the steps it waits for).
+	// Touched only by the actor (its Receive and the steps it waits for), and by Close
+	// once the actor is gone.
 	subs []*nats.Subscription
+	// subscribing is the Serve's subscribe step whose report the actor has not handled:
+	// poisoned first, the actor never will, and Close ends what the step subscribed.
+	subscribing *actors.RoleStep
 }
 
 // NewMember makes the member; it subscribes nothing until its actor is told Serve.

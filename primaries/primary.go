@@ -308,16 +308,21 @@ func (p *Primary) Stop() {
 		// Under the view's lock, so that an actor starting now either was live before
 		// (and is asked) or finds the word (and takes the Stop in its Receive).
 		asked := false
+		var runs []runView
 		p.view.Update(func(v view) (view, bool) {
 			if v.live != nil {
 				return v, false
 			}
 			asked, v.stopAsked = true, true
+			runs = v.runs
 			return v, true
 		})
 		if asked {
 			// The calls stop now: a run's context is its calls' signal, not the role's.
-			for _, rv := range p.view.Load().runs {
+			// Only the runs of the view that took the word: an instance may start as
+			// soon as it is left, take the Stop and serve a Serve that follows, whose
+			// run the view read again would show.
+			for _, rv := range runs {
 				rv.run.cancel(errStopped)
 			}
 			return
