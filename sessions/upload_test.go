@@ -93,9 +93,12 @@ func TestReadRequestTakesTheCallersUpload(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read the upload: %d bytes, %v", len(got), err)
 	}
-	// The session is gone, its bytes the call's until it releases them.
-	if o.Sessions() != 0 || budget.Used() != int64(len(data)) {
-		t.Fatalf("after the read: %d sessions, %d bytes in the budget; want none and %d", o.Sessions(), budget.Used(), len(data))
+	// The session is gone, its bytes the call's until it releases them. The host hands
+	// the upload over before it publishes its view without the session, so the count
+	// may lag the read by a moment.
+	testwait.For(t, 10*time.Second, "the taken upload's session gone from the view", func() bool { return o.Sessions() == 0 })
+	if budget.Used() != int64(len(data)) {
+		t.Fatalf("after the read: %d bytes in the budget; want %d", budget.Used(), len(data))
 	}
 	release()
 	release()
