@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
@@ -148,7 +149,7 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 		k.gate = lease.NewGate()
 	}
 	if k.clock == nil {
-		k.clock = realClock{}
+		k.clock = clock.Real()
 	}
 	k.gate.Close() // the machine starts idle: nothing may run until it serves
 	if k.log == nil {
@@ -346,7 +347,7 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	}
 	if out.Op != nil {
 		op := *out.Op
-		op.Timeout = realDuration(k.clock, op.Timeout)
+		op.Timeout = clock.RealDuration(k.clock, op.Timeout)
 		if op.Purpose == lease.PurposeRenewal {
 			c.Send(a.children.renewer, runOp{op: op})
 		} else {

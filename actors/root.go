@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
@@ -94,9 +95,9 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = realClock{}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
 	// What the root needs of the ownership is taken here, once, and never changes: its
 	// PID, its lease configuration and its watch for a successor. From here on the root
@@ -109,7 +110,7 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	})
 	waitsCtx, stopWaits := context.WithCancel(context.Background())
 	r := &Root{
-		cfg: cfg, engine: e, log: log.Named("root"), clock: clock, machine: m,
+		cfg: cfg, engine: e, log: log.Named("root"), clock: clk, machine: m,
 		nextHolder: cfg.Ownership.NextHolder,
 		view:       notify.New(rootView{phase: m.phase, state: m.state}),
 		ended:      make(chan struct{}),

@@ -22,6 +22,9 @@ func TestRateClockMapsToRealTime(t *testing.T) {
 	if d := RealDuration(c, time.Second); d != 500*time.Millisecond {
 		t.Fatalf("a second on a 2x clock lasts %s, want 500ms", d)
 	}
+	if now := c.Now(); now.Before(base) || c.Real(now).After(time.Now()) {
+		t.Fatalf("Now %v maps back to %v, after the real now", now, c.Real(now))
+	}
 }
 
 func TestFakeFiresTimersInOrderAtTheirTime(t *testing.T) {
