@@ -96,7 +96,7 @@ type core struct {
 
 	status   *notify.Value[Status]
 	children atomic.Pointer[children]
-	tasks    tasks // every goroutine of the tree; Stop waits for them
+	tasks    *Group // every goroutine of the tree (store calls, the watches); never shut, Stop waits for it
 }
 
 // children are the ownership actor's children, published once they are spawned.
@@ -143,7 +143,7 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 		log:     cfg.Logger,
 		subs:    append([]*actor.PID(nil), cfg.Subscribers...),
 		status:  notify.New(Status{State: lease.StateIdle}),
-		tasks:   newTasks(),
+		tasks:   NewGroup(),
 	}
 	if k.gate == nil {
 		k.gate = lease.NewGate()
@@ -213,7 +213,7 @@ func (o *Ownership) Stop(ctx context.Context) error {
 	o.stop.Do(func() {
 		<-o.engine.PoisonCtx(ctx, o.pid).Done()
 		if ctx.Err() == nil {
-			err = o.core.tasks.wait(ctx)
+			err = o.core.tasks.Wait(ctx)
 		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("actors: stopping the ownership: %w", ctx.Err())

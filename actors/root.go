@@ -78,7 +78,7 @@ type Root struct {
 	// waits counts the goroutines the root starts (the roll call, the wait for a
 	// successor, the second wait for sessions); Stopped cancels them through
 	// stopWaits, and Close waits for them.
-	waits     tasks
+	waits     *Group
 	waitsCtx  context.Context
 	stopWaits context.CancelFunc
 
@@ -114,7 +114,7 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 		nextHolder: cfg.Ownership.NextHolder,
 		view:       notify.New(rootView{phase: m.phase, state: m.state}),
 		ended:      make(chan struct{}),
-		waits:      newTasks(), waitsCtx: waitsCtx, stopWaits: stopWaits,
+		waits:      NewGroup(), waitsCtx: waitsCtx, stopWaits: stopWaits,
 	}
 	r.pid = e.Spawn(func() actor.Receiver { return &rootActor{r: r, m: m} }, "root", SpawnOpts("engine")...)
 	return r, nil
@@ -184,7 +184,7 @@ func (r *Root) Close(ctx context.Context) error {
 			r.closeErr = fmt.Errorf("actors: stopping the root actor: %w", ctx.Err())
 			return
 		}
-		if err := r.waits.wait(ctx); err != nil {
+		if err := r.waits.Wait(ctx); err != nil {
 			r.closeErr = fmt.Errorf("actors: a wait of the handover did not return: %w", err)
 		}
 	})
@@ -332,10 +332,12 @@ func (a *rootActor) startWait(c *actor.Context, w WaitStart) {
 	}
 	ctx, cancel := context.WithDeadline(r.waitsCtx, r.clock.Real(w.Deadline))
 	e, self := c.Engine(), c.PID()
-	r.waits.start(func() {
+	if !r.waits.Go(func() {
 		defer cancel()
 		e.Send(self, wait(ctx))
-	})
+	}) {
+		cancel() // never: the root's group is never shut
+	}
 }
 
 // publish puts the machine's state where the handles read it.
