@@ -2,6 +2,7 @@ package clock
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,21 +32,21 @@ func TestFakeFiresTimersInOrderAtTheirTime(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := NewFake(t0)
 	var fired []time.Duration
-	f.AfterFunc(3*time.Second, func() { fired = append(fired, f.Now().Sub(t0)) })
-	f.AfterFunc(time.Second, func() { fired = append(fired, f.Now().Sub(t0)) })
+	f.AfterFunc(3*time.Second, func() { fired = append(fired, 3*time.Second, f.Now().Sub(t0)) })
+	f.AfterFunc(time.Second, func() { fired = append(fired, time.Second, f.Now().Sub(t0)) })
 	timer := f.NewTimer(2 * time.Second)
 	late := f.NewTimer(time.Minute)
 	if n := f.Pending(); n != 4 {
 		t.Fatalf("%d timers pending, want 4", n)
 	}
 	f.Advance(5 * time.Second)
-	if len(fired) != 2 || fired[0] != time.Second || fired[1] != 3*time.Second {
-		t.Fatalf("the AfterFuncs fired at %v, want [1s 3s]", fired)
+	if want := []time.Duration{time.Second, 5 * time.Second, 3 * time.Second, 5 * time.Second}; !slices.Equal(fired, want) {
+		t.Fatalf("the AfterFuncs (due, clock read) fired as %v, want %v: in due order, the clock reading the new time", fired, want)
 	}
 	select {
 	case at := <-timer.C():
 		if at.Sub(t0) != 2*time.Second {
-			t.Fatalf("the timer fired reading %s, want 2s", at.Sub(t0))
+			t.Fatalf("the timer's channel received %s, want its due time 2s", at.Sub(t0))
 		}
 	default:
 		t.Fatal("the 2 s timer did not fire after 5 s")

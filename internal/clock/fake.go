@@ -89,24 +89,25 @@ func (f *Fake) WaitPending(ctx context.Context, n int) error {
 	return nil
 }
 
-// Advance moves the clock on d. Every timer that comes due fires in the order of its
-// due time, with the clock reading that time; a ticker fires once at most per Advance
-// (as a time.Ticker whose reader is slow drops ticks) and is armed again after the
-// new time.
+// Advance moves the clock on d, then fires every timer that came due, in the order of
+// their due times: a timer's channel receives its due time, an AfterFunc runs. The
+// clock reads the new time before anything fires, so what a timer wakes reads the time
+// the test moved to, never a time in between. A ticker fires once at most per Advance
+// (as a time.Ticker whose reader is slow drops ticks) and is armed again after the new
+// time; a timer armed while they fire is due after it.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
-	end := f.now.Add(d)
+	f.now = f.now.Add(d)
+	end := f.now
 	f.mu.Unlock()
 	for {
 		f.mu.Lock()
 		t := f.nextDue(end)
 		if t == nil {
-			f.now = end
 			f.mu.Unlock()
 			return
 		}
-		f.now = t.due
-		now := f.now
+		now := t.due
 		if t.every > 0 {
 			for !end.Before(t.due) {
 				t.due = t.due.Add(t.every)
