@@ -8,7 +8,9 @@ import (
 )
 
 // Group owns goroutines: it starts them, refuses new ones once shut, and lets its owner
-// wait for them with a bound. A sync.WaitGroup cannot be waited for with a bound (nor
+// wait for them with a bound. It is the one goroutine group of the engine's actors and
+// members (the ownership tree, the root's waits, the jobs' runners, the members' steps):
+// whoever makes one stops what runs on it and waits for it. A sync.WaitGroup cannot be waited for with a bound (nor
 // refuse an Add racing a Wait), so the count is a published notify.Value instead.
 type Group struct {
 	state *notify.Value[groupState]
