@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
@@ -52,7 +53,7 @@ type backendHealth struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	probes *actors.Group // the probe (one at a time); close shuts it and waits for it
 
 	mu       sync.Mutex
 	down     error // the last probe's error while the backend is down
@@ -67,7 +68,7 @@ func newBackendHealth(service, adapter string, log *zap.Logger, probe func(conte
 		log:        log.With(zap.String("service", service), zap.String("backend", adapter)),
 		logs:       rate.Sometimes{Interval: failureLogEvery},
 		fencedLogs: rate.Sometimes{Interval: failureLogEvery},
-		ctx:        ctx, cancel: cancel,
+		ctx:        ctx, cancel: cancel, probes: actors.NewGroup(),
 	}
 }
 
@@ -109,7 +110,6 @@ func (h *backendHealth) observe(err error) error {
 	start := !h.probing && h.ctx.Err() == nil
 	if start {
 		h.probing = true
-		h.wg.Add(1)
 	}
 	h.mu.Unlock()
 	h.logs.Do(func() {
@@ -119,15 +119,16 @@ func (h *backendHealth) observe(err error) error {
 		h.mu.Unlock()
 		h.log.Warn("backend call failed", zap.Int("failures_since_last_line", n), zap.Error(err))
 	})
-	if start {
-		go h.probeUntilUp()
+	if start && !h.probes.Go(h.probeUntilUp) {
+		h.mu.Lock()
+		h.probing = false // closed meanwhile: nothing probes any more
+		h.mu.Unlock()
 	}
 	return err
 }
 
 // probeUntilUp probes until the backend answers or the engine stops.
 func (h *backendHealth) probeUntilUp() {
-	defer h.wg.Done()
 	pause := probeFirstPause
 	for {
 		ctx, cancel := context.WithTimeout(h.ctx, probeTimeout)
@@ -178,8 +179,8 @@ func (h *backendHealth) Down() error {
 // close stops the probe and waits for it.
 func (h *backendHealth) close() error {
 	h.cancel()
-	h.wg.Wait()
-	return nil
+	h.probes.Shut()
+	return h.probes.Wait(context.Background()) // the probe returns once cancelled: its calls are bounded by probeTimeout
 }
 
 // keyValueProbe checks a keyvalue backend: its bucket if it has one, then a read.
