@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/group"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -53,7 +53,7 @@ type backendHealth struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	probes *actors.Group // the probe (one at a time); close shuts it and waits for it
+	probes *group.Group // the probe (one at a time); close shuts it and waits for it
 
 	mu       sync.Mutex
 	down     error // the last probe's error while the backend is down
@@ -68,7 +68,7 @@ func newBackendHealth(service, adapter string, log *zap.Logger, probe func(conte
 		log:        log.With(zap.String("service", service), zap.String("backend", adapter)),
 		logs:       rate.Sometimes{Interval: failureLogEvery},
 		fencedLogs: rate.Sometimes{Interval: failureLogEvery},
-		ctx:        ctx, cancel: cancel, probes: actors.NewGroup(),
+		ctx:        ctx, cancel: cancel, probes: group.New(),
 	}
 }
 

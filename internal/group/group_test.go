@@ -1,4 +1,4 @@
-package actors
+package group
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/testwait"
+	"go.uber.org/goleak"
 )
 
 // TestGroupWaitIsBoundedAndNamesWhatRuns: Wait returns once every goroutine has
 // returned; bounded by a context that ends first, it names how many still run.
 func TestGroupWaitIsBoundedAndNamesWhatRuns(t *testing.T) {
-	g := NewGroup()
+	g := New()
 	release, started := make(chan struct{}), make(chan struct{}, 2)
 	for range 2 {
 		if !g.Go(func() { started <- struct{}{}; <-release }) {
@@ -41,7 +42,7 @@ func TestGroupWaitIsBoundedAndNamesWhatRuns(t *testing.T) {
 // TestGroupShutRefusesNewGoroutines: a shut group runs nothing new (its owner is
 // waiting for it), and takes goroutines again once opened.
 func TestGroupShutRefusesNewGoroutines(t *testing.T) {
-	g := NewGroup()
+	g := New()
 	g.Shut()
 	ran := make(chan struct{}, 1)
 	if g.Go(func() { ran <- struct{}{} }) || g.Running() != 0 {
@@ -63,3 +64,5 @@ func TestGroupShutRefusesNewGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
