@@ -197,10 +197,10 @@ func (r *Root) Close(ctx context.Context) error {
 type rootActor struct {
 	r          *Root
 	m          *HandoverMachine
-	phaseTimer *time.Timer
+	phaseTimer clock.Timer
 	armed      PhaseDeadline          // what phaseTimer fires for
-	retries    map[string]*time.Timer // members to tell Serve again, by PID string
-	held       []*time.Timer          // fail points' messages held back
+	retries    map[string]clock.Timer // members to tell Serve again, by PID string
+	held       []clock.Timer          // fail points' messages held back
 }
 
 func (a *rootActor) Receive(c *actor.Context) {
@@ -261,13 +261,13 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 			t.Stop()
 		}
 		if a.retries == nil {
-			a.retries = map[string]*time.Timer{}
+			a.retries = map[string]clock.Timer{}
 		}
-		a.retries[key] = time.AfterFunc(a.until(rt.At), func() { e.Send(self, retryServe{to: to}) })
+		a.retries[key] = a.after(rt.At, func() { e.Send(self, retryServe{to: to}) })
 	}
 	for _, h := range out.Held {
 		msg, pids := h.Msg, h.To
-		a.held = append(a.held, time.AfterFunc(a.until(h.At), func() {
+		a.held = append(a.held, a.after(h.At, func() {
 			for _, pid := range pids {
 				e.SendWithSender(pid, msg, self)
 			}
@@ -283,8 +283,11 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 	}
 }
 
-// until is how long from now, on the real time line, until at on the root's clock.
-func (a *rootActor) until(at time.Time) time.Duration { return time.Until(a.r.clock.Real(at)) }
+// after calls f once the root's clock reads at.
+func (a *rootActor) after(at time.Time, f func()) clock.Timer {
+	c := a.r.clock
+	return c.AfterFunc(at.Sub(c.Now()), f)
+}
 
 // arm arms the phase timer at d, replacing the one armed for another deadline.
 func (a *rootActor) arm(c *actor.Context, d PhaseDeadline) {
@@ -297,7 +300,7 @@ func (a *rootActor) arm(c *actor.Context, d PhaseDeadline) {
 		return
 	}
 	e, self, p := c.Engine(), c.PID(), d.Phase
-	a.phaseTimer = time.AfterFunc(a.until(d.At), func() { e.Send(self, phaseDeadline{phase: p}) })
+	a.phaseTimer = a.after(d.At, func() { e.Send(self, phaseDeadline{phase: p}) })
 }
 
 // startWait runs the wait w asks for on a goroutine of the root's, bounded by its
