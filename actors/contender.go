@@ -39,7 +39,7 @@ type (
 // ownership actor tick, observed, observedEpoch, and childUp after a restart.
 type contender struct {
 	store lease.Store
-	tasks tasks
+	tasks *Group
 	timer timer
 	lease keyWatch
 	epoch keyWatch
@@ -108,7 +108,7 @@ func (w *keyWatch) current(gen uint64) bool { return w.cancel != nil && gen == w
 // startKeyWatch starts w's goroutine, unless it runs: it watches by open, sends each
 // record to the contender as msg, and watches again after watchRetry when the watch
 // ends or cannot start, until w is stopped.
-func startKeyWatch[T any](w *keyWatch, c *actor.Context, tasks tasks, open func(context.Context) (watcherOf[T], error), msg func(uint64, T) any) {
+func startKeyWatch[T any](w *keyWatch, c *actor.Context, tasks *Group, open func(context.Context) (watcherOf[T], error), msg func(uint64, T) any) {
 	if w.cancel != nil {
 		return
 	}
@@ -116,7 +116,7 @@ func startKeyWatch[T any](w *keyWatch, c *actor.Context, tasks tasks, open func(
 	w.cancel = cancel
 	w.gen++
 	e, self, gen := c.Engine(), c.PID(), w.gen
-	tasks.start(func() {
+	tasks.Go(func() {
 		for {
 			if wt, err := open(ctx); err == nil {
 				for rec := range wt.Updates() {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
 )
@@ -79,6 +80,7 @@ type JobsHost struct {
 	jobs     []Job
 	log      *zap.Logger
 	onResult func(job string, d time.Duration, err error)
+	clock    Clock // the schedules, the runs' durations and the drain deadline
 
 	// life ends every run for good (Close); every generation's contexts derive from it.
 	life    context.Context
@@ -120,8 +122,16 @@ type (
 	runsDeadline struct{ gen uint64 }
 )
 
-// NewJobsHost validates jobs. onResult (optional) sees every run's outcome.
-func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.Duration, err error)) (*JobsHost, error) {
+// JobsOption sets an optional part of a JobsHost.
+type JobsOption func(*JobsHost)
+
+// JobsClock runs the schedules, the runs' durations and the drain deadline on c
+// instead of the real clock.
+func JobsClock(c Clock) JobsOption { return func(h *JobsHost) { h.clock = c } }
+
+// NewJobsHost validates jobs. onResult (optional) sees every run's outcome, timed on
+// the host's clock.
+func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.Duration, err error), opts ...JobsOption) (*JobsHost, error) {
 	seen := map[string]bool{}
 	for _, j := range jobs {
 		if err := j.Validate(); err != nil {
@@ -136,8 +146,15 @@ func NewJobsHost(jobs []Job, log *zap.Logger, onResult func(job string, d time.D
 		log = zap.NewNop()
 	}
 	life, endLife := context.WithCancel(context.Background())
-	return &JobsHost{jobs: jobs, log: log.Named("jobs"), onResult: onResult,
-		life: life, endLife: endLife, runners: NewGroup(), halting: map[uint64]*generation{}, ended: map[string]chan struct{}{}}, nil
+	h := &JobsHost{jobs: jobs, log: log.Named("jobs"), onResult: onResult, clock: clock.Real(),
+		life: life, endLife: endLife, runners: NewGroup(), halting: map[uint64]*generation{}, ended: map[string]chan struct{}{}}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.clock == nil {
+		h.clock = clock.Real()
+	}
+	return h, nil
 }
 
 // Producer is the actor's producer.
@@ -157,24 +174,24 @@ func (h *JobsHost) Close(ctx context.Context) error {
 }
 
 func (h *JobsHost) loop(sched, runs context.Context, g *generation, j Job) {
-	next := j.Schedule.Next(time.Now())
+	next := j.Schedule.Next(h.clock.Now())
 	for {
-		t := time.NewTimer(time.Until(next))
+		t := h.clock.NewTimer(next.Sub(h.clock.Now()))
 		select {
 		case <-sched.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
-		start := time.Now()
+		start := h.clock.Now()
 		err := runJob(context.WithValue(runs, jobEpochKey{}, g.epoch.Load()), j)
 		if h.onResult != nil {
-			h.onResult(j.Name, time.Since(start), err)
+			h.onResult(j.Name, h.clock.Now().Sub(start), err)
 		}
 		if err != nil {
 			h.log.Warn("job failed", zap.String("job", j.Name), zap.Error(err))
 		}
-		next = j.Schedule.Next(time.Now())
+		next = j.Schedule.Next(h.clock.Now())
 	}
 }
 
@@ -194,7 +211,7 @@ func runJob(ctx context.Context, j Job) (err error) {
 // them again from the host.
 type jobsActor struct {
 	h      *JobsHost
-	timers map[uint64]*time.Timer
+	timers map[uint64]clock.Timer
 }
 
 func (a *jobsActor) Receive(c *actor.Context) {
@@ -312,7 +329,7 @@ func (a *jobsActor) halt(c *actor.Context, deadline time.Time) {
 		return
 	}
 	h.halting[g.id] = g
-	if deadline.IsZero() || !time.Now().Before(deadline) {
+	if deadline.IsZero() || !h.clock.Now().Before(deadline) {
 		g.cancel()
 		return
 	}
@@ -322,13 +339,13 @@ func (a *jobsActor) halt(c *actor.Context, deadline time.Time) {
 
 func (a *jobsActor) arm(c *actor.Context, g *generation) {
 	if a.timers == nil {
-		a.timers = map[uint64]*time.Timer{}
+		a.timers = map[uint64]clock.Timer{}
 	}
 	if t := a.timers[g.id]; t != nil {
 		t.Stop()
 	}
-	e, self, id := c.Engine(), c.PID(), g.id
-	a.timers[g.id] = time.AfterFunc(time.Until(g.deadline), func() { e.Send(self, runsDeadline{gen: id}) })
+	e, self, id, clk := c.Engine(), c.PID(), g.id, a.h.clock
+	a.timers[g.id] = clk.AfterFunc(g.deadline.Sub(clk.Now()), func() { e.Send(self, runsDeadline{gen: id}) })
 }
 
 func (a *jobsActor) runnerEnded(c *actor.Context, id uint64) {

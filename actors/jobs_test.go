@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/abi-engine/engine/internal/clock"
+	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/anthdm/hollywood/actor"
 )
 
@@ -213,4 +215,78 @@ func TestJobsRestoreWaitsForARunThatIgnoredItsCancel(t *testing.T) {
 		<-e.Poison(pid).Done()
 		closeJobs(t, jobs)
 	})
+}
+
+// TestJobsRunOnTheirClock: the schedule and the drain deadline run on the host's clock.
+// On a fake clock the job runs only once the clock has moved a whole interval, and a
+// StopAccepting's deadline cancels the run only once the clock reaches it; the test
+// waits for each timer to be armed (WaitPending) before it moves the clock.
+func TestJobsRunOnTheirClock(t *testing.T) {
+	const every, bound = time.Minute, 10 * time.Second
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	armed := func(n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		if err := clk.WaitPending(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newJobsEngine(t)
+	runs, ended := make(chan time.Time, 4), make(chan error, 4)
+	var n atomic.Int32
+	jobs, err := NewJobsHost([]Job{{Name: "minutely", Schedule: Every(every), Run: func(ctx context.Context) error {
+		runs <- clk.Now()
+		if n.Add(1) > 1 { // the second run waits for its cancel
+			<-ctx.Done()
+			ended <- ctx.Err()
+		}
+		return nil
+	}}}, nil, nil, JobsClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clk.Now()
+	c := &caller{replies: make(chan any, 16)}
+	c.pid = e.SpawnFunc(func(ctx *actor.Context) {
+		switch m := ctx.Message().(type) {
+		case Accepting, Drained, Down:
+			c.replies <- m
+		}
+	}, "caller")
+	pid := e.Spawn(jobs.Producer(), "jobs", SpawnOpts("1")...)
+	c.tell(e, pid, Serve{Epoch: 1})
+	armed(1) // the runner's timer
+	clk.Advance(every - time.Second)
+	if len(runs) != 0 {
+		t.Fatal("the job ran before the clock had moved one interval")
+	}
+	clk.Advance(time.Second)
+	if at := testwait.Recv(t, runs, bound, "the first run"); !at.Equal(start.Add(every)) {
+		t.Fatalf("the first run started at %s on the clock, want one interval after Serve", at.Sub(start))
+	}
+	armed(1) // the runner's timer for the next run
+	clk.Advance(every)
+	testwait.Recv(t, runs, bound, "the second run")
+
+	c.tell(e, pid, StopAccepting{Deadline: clk.Now().Add(time.Hour)})
+	armed(1) // the deadline's timer
+	clk.Advance(time.Hour - time.Second)
+	select {
+	case err := <-ended:
+		t.Fatalf("the run ended (%v) before the clock reached its deadline", err)
+	default:
+	}
+	clk.Advance(time.Second)
+	if err := testwait.Recv(t, ended, bound, "the run's cancel at the deadline"); err == nil {
+		t.Fatal("the run's ctx ended without an error")
+	}
+	for {
+		if _, ok := testwait.Recv(t, c.replies, bound, "Drained after the deadline").(Drained); ok {
+			break
+		}
+	}
+	<-e.Poison(pid).Done()
+	<-e.Poison(c.pid).Done()
+	closeJobs(t, jobs)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
@@ -95,7 +96,7 @@ type core struct {
 
 	status   *notify.Value[Status]
 	children atomic.Pointer[children]
-	tasks    tasks // every goroutine of the tree; Stop waits for them
+	tasks    *Group // every goroutine of the tree (store calls, the watches); never shut, Stop waits for it
 }
 
 // children are the ownership actor's children, published once they are spawned.
@@ -142,13 +143,13 @@ func SpawnOwnership(e *actor.Engine, cfg OwnershipConfig) (*Ownership, error) {
 		log:     cfg.Logger,
 		subs:    append([]*actor.PID(nil), cfg.Subscribers...),
 		status:  notify.New(Status{State: lease.StateIdle}),
-		tasks:   newTasks(),
+		tasks:   NewGroup(),
 	}
 	if k.gate == nil {
 		k.gate = lease.NewGate()
 	}
 	if k.clock == nil {
-		k.clock = realClock{}
+		k.clock = clock.Real()
 	}
 	k.gate.Close() // the machine starts idle: nothing may run until it serves
 	if k.log == nil {
@@ -212,7 +213,7 @@ func (o *Ownership) Stop(ctx context.Context) error {
 	o.stop.Do(func() {
 		<-o.engine.PoisonCtx(ctx, o.pid).Done()
 		if ctx.Err() == nil {
-			err = o.core.tasks.wait(ctx)
+			err = o.core.tasks.Wait(ctx)
 		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("actors: stopping the ownership: %w", ctx.Err())
@@ -346,7 +347,7 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	}
 	if out.Op != nil {
 		op := *out.Op
-		op.Timeout = realDuration(k.clock, op.Timeout)
+		op.Timeout = clock.RealDuration(k.clock, op.Timeout)
 		if op.Purpose == lease.PurposeRenewal {
 			c.Send(a.children.renewer, runOp{op: op})
 		} else {

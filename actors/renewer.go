@@ -17,7 +17,7 @@ import (
 // after a restart.
 type renewer struct {
 	store  lease.Store
-	tasks  tasks
+	tasks  *Group
 	timer  timer
 	worker *worker
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
@@ -79,7 +80,7 @@ type Root struct {
 	// waits counts the goroutines the root starts (the roll call, the wait for a
 	// successor, the second wait for sessions); Stopped cancels them through
 	// stopWaits, and Close waits for them.
-	waits     tasks
+	waits     *Group
 	waitsCtx  context.Context
 	stopWaits context.CancelFunc
 
@@ -96,9 +97,9 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = realClock{}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
 	// What the root needs of the ownership is taken here, once, and never changes: its
 	// PID, its lease configuration and its watch for a successor. From here on the root
@@ -111,11 +112,11 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	})
 	waitsCtx, stopWaits := context.WithCancel(context.Background())
 	r := &Root{
-		cfg: cfg, engine: e, log: log.Named("root"), clock: clock, machine: m,
+		cfg: cfg, engine: e, log: log.Named("root"), clock: clk, machine: m,
 		nextHolder: cfg.Ownership.NextHolder,
 		view:       notify.New(rootView{phase: m.phase, state: m.state}),
 		ended:      make(chan struct{}),
-		waits:      newTasks(), waitsCtx: waitsCtx, stopWaits: stopWaits,
+		waits:      NewGroup(), waitsCtx: waitsCtx, stopWaits: stopWaits,
 	}
 	r.pid = e.Spawn(func() actor.Receiver { return &rootActor{r: r, m: m} }, "root", SpawnOpts("engine")...)
 	return r, nil
@@ -185,7 +186,7 @@ func (r *Root) Close(ctx context.Context) error {
 			r.closeErr = fmt.Errorf("actors: stopping the root actor: %w", ctx.Err())
 			return
 		}
-		if err := r.waits.wait(ctx); err != nil {
+		if err := r.waits.Wait(ctx); err != nil {
 			r.closeErr = fmt.Errorf("actors: a wait of the handover did not return: %w", err)
 		}
 	})
@@ -198,10 +199,10 @@ func (r *Root) Close(ctx context.Context) error {
 type rootActor struct {
 	r          *Root
 	m          *HandoverMachine
-	phaseTimer *time.Timer
+	phaseTimer clock.Timer
 	armed      PhaseDeadline          // what phaseTimer fires for
-	retries    map[string]*time.Timer // members to tell Serve again, by PID string
-	held       []*time.Timer          // fail points' messages held back
+	retries    map[string]clock.Timer // members to tell Serve again, by PID string
+	held       []clock.Timer          // fail points' messages held back
 }
 
 func (a *rootActor) Receive(c *actor.Context) {
@@ -262,13 +263,13 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 			t.Stop()
 		}
 		if a.retries == nil {
-			a.retries = map[string]*time.Timer{}
+			a.retries = map[string]clock.Timer{}
 		}
-		a.retries[key] = time.AfterFunc(a.until(rt.At), func() { e.Send(self, retryServe{to: to}) })
+		a.retries[key] = a.after(rt.At, func() { e.Send(self, retryServe{to: to}) })
 	}
 	for _, h := range out.Held {
 		msg, pids := a.onRealTime(h.Msg), h.To
-		a.held = append(a.held, time.AfterFunc(a.until(h.At), func() {
+		a.held = append(a.held, a.after(h.At, func() {
 			for _, pid := range pids {
 				e.SendWithSender(pid, msg, self)
 			}
@@ -284,8 +285,11 @@ func (a *rootActor) apply(c *actor.Context, out HandoverOutput) {
 	}
 }
 
-// until is how long from now, on the real time line, until at on the root's clock.
-func (a *rootActor) until(at time.Time) time.Duration { return time.Until(a.r.clock.Real(at)) }
+// after calls f once the root's clock reads at.
+func (a *rootActor) after(at time.Time, f func()) clock.Timer {
+	c := a.r.clock
+	return c.AfterFunc(at.Sub(c.Now()), f)
+}
 
 // onRealTime is msg as a member takes it: the machine counts on the root's clock, but
 // a member bounds its drain by StopAccepting's deadline as a real time (a context, a
@@ -309,7 +313,7 @@ func (a *rootActor) arm(c *actor.Context, d PhaseDeadline) {
 		return
 	}
 	e, self, p := c.Engine(), c.PID(), d.Phase
-	a.phaseTimer = time.AfterFunc(a.until(d.At), func() { e.Send(self, phaseDeadline{phase: p}) })
+	a.phaseTimer = a.after(d.At, func() { e.Send(self, phaseDeadline{phase: p}) })
 }
 
 // startWait runs the wait w asks for on a goroutine of the root's, bounded by its
@@ -344,10 +348,12 @@ func (a *rootActor) startWait(c *actor.Context, w WaitStart) {
 	}
 	ctx, cancel := context.WithDeadline(r.waitsCtx, r.clock.Real(w.Deadline))
 	e, self := c.Engine(), c.PID()
-	r.waits.start(func() {
+	if !r.waits.Go(func() {
 		defer cancel()
 		e.Send(self, wait(ctx))
-	})
+	}) {
+		cancel() // never: the root's group is never shut
+	}
 }
 
 // publish puts the machine's state where the handles read it.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/abi-engine/engine/internal/clock"
+	"github.com/abi-engine/engine/internal/testwait"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/leasetest"
 )
@@ -128,4 +130,41 @@ func TestRootTellsDeadlinesOnTheRealTimeLine(t *testing.T) {
 		<-n.e.Poison(p).Done()
 		closeRoot(t, root)
 	})
+}
+
+// TestRootDeadlinesRunOnAFakeClock: on a clock moved by hand, the drain deadline passes
+// only when the clock reaches it (10 s after the release, which the unmoved clock dates
+// at its start). The test waits until the root has armed it, sees the handover still
+// draining a second before it, and moves the clock to it.
+func TestRootDeadlinesRunOnAFakeClock(t *testing.T) {
+	clk := clock.NewFake(time.Now()) // its waits' deadlines are real times: start at the real now
+	n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+	p := neverDrains(n.e, "primary")
+	root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := root.WaitServing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handed := make(chan error, 1)
+	go func() { handed <- root.Handover(ctx) }()
+	// The release's deadline is replaced by the drain's once the lease is released.
+	testwait.For(t, 10*time.Second, "the drain phase with its deadline armed", func() bool {
+		return root.Phase() == PhaseDrain && clk.Pending() == 1
+	})
+	clk.Advance(9 * time.Second)
+	select {
+	case err := <-handed:
+		t.Fatalf("the handover ended (%v) a second before its drain deadline on the root's clock", err)
+	default:
+	}
+	clk.Advance(time.Second)
+	if err := testwait.Recv(t, handed, 10*time.Second, "the handover once the clock passed the drain deadline"); err != nil {
+		t.Fatal(err)
+	}
+	<-n.e.Poison(p).Done()
+	closeRoot(t, root)
 }

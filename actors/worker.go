@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/lease"
 	"github.com/anthdm/hollywood/actor"
 )
@@ -13,42 +12,22 @@ import (
 // The ownership tree's goroutines: the store calls, each on a worker, and the timers of
 // its children.
 
-// tasks counts the goroutines of the ownership tree (store calls, the watch), so that
-// Stop waits for them, bounded, and no Receive ever does.
-type tasks struct{ n *notify.Value[int] }
-
-func newTasks() tasks { return tasks{n: notify.New(0)} }
-
-func (g tasks) start(f func()) {
-	g.n.Update(func(n int) (int, bool) { return n + 1, true })
-	go func() {
-		defer g.n.Update(func(n int) (int, bool) { return n - 1, true })
-		f()
-	}()
-}
-
-// wait returns once every goroutine has ended, or ctx's error.
-func (g tasks) wait(ctx context.Context) error {
-	_, err := g.n.Wait(ctx, func(n int) bool { return n == 0 })
-	return err
-}
-
 // worker runs an actor's store calls, one goroutine each, which report their outcome
 // by message.
 type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	tasks  tasks
+	tasks  *Group // the ownership tree's, never shut: Stop waits for it
 }
 
-func newWorker(t tasks) *worker {
+func newWorker(t *Group) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &worker{ctx: ctx, cancel: cancel, tasks: t}
 }
 
 func (w *worker) run(e *actor.Engine, to *actor.PID, s lease.Store, op lease.Op) {
 	ctx := w.ctx
-	w.tasks.start(func() { e.Send(to, opDone{res: execute(ctx, s, op)}) })
+	w.tasks.Go(func() { e.Send(to, opDone{res: execute(ctx, s, op)}) })
 }
 
 // stop cancels the calls in flight; each still reports its end (cancelled: unknown),

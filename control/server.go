@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/abi-engine/engine/internal/group"
 	"github.com/abi-engine/engine/lease"
 	"github.com/nats-io/nats.go"
 )
@@ -42,17 +42,16 @@ type Server struct {
 	eng      Engine
 	subs     []*nats.Subscription
 
-	wg   sync.WaitGroup // the step-down requests being handled
-	mu   sync.Mutex
-	done bool
-	stop context.CancelFunc
-	ctx  context.Context
+	// requests are the step-down requests being handled; Stop shuts it and waits.
+	requests *group.Group
+	stop     context.CancelFunc
+	ctx      context.Context
 }
 
 // Serve subscribes the control subjects of instance on nc.
 func Serve(nc *nats.Conn, instance string, eng Engine) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{nc: nc, instance: instance, eng: eng, ctx: ctx, stop: cancel}
+	s := &Server{nc: nc, instance: instance, eng: eng, ctx: ctx, stop: cancel, requests: group.New()}
 	for subj, h := range map[string]nats.MsgHandler{
 		StandbysSubject:           s.rollCall,
 		StepDownSubject(instance): s.stepDown,
@@ -73,14 +72,12 @@ func Serve(nc *nats.Conn, instance string, eng Engine) (*Server, error) {
 
 // Stop unsubscribes and waits for the requests being handled.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	s.done = true
-	s.mu.Unlock()
+	s.requests.Shut()
 	for _, sub := range s.subs {
 		_ = sub.Unsubscribe()
 	}
 	s.stop()
-	s.wg.Wait()
+	_ = s.requests.Wait(context.Background()) // each request is bounded by requestBound, and cancelled
 }
 
 func (s *Server) rollCall(m *nats.Msg) {
@@ -94,21 +91,13 @@ func (s *Server) rollCall(m *nats.Msg) {
 
 // stepDown handles one request on a goroutine of the Server's: the roll call waits.
 func (s *Server) stepDown(m *nats.Msg) {
-	s.mu.Lock()
-	if s.done {
-		s.mu.Unlock()
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
+	s.requests.Go(func() { // refused once Stop has begun: the request goes unanswered
 		ctx, cancel := context.WithTimeout(s.ctx, requestBound)
 		defer cancel()
 		reply := s.handle(ctx, m.Data)
 		b, _ := json.Marshal(reply)
 		_ = m.Respond(b)
-	}()
+	})
 }
 
 func (s *Server) handle(ctx context.Context, data []byte) StepDownReply {

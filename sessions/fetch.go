@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abi-engine/engine/internal/clock"
 	commonv1 "github.com/abi-engine/engine/proto/abi/common/v1"
 	transferv1 "github.com/abi-engine/engine/proto/abi/transfer/v1"
 	"github.com/abi-engine/engine/protocol"
@@ -125,7 +126,7 @@ func (o *OverflowHost) fetch(ctx context.Context, owner, id, caller string, head
 	// The pieces are kept as read and joined once at the end: appending would reallocate
 	// as the request grows, holding about twice what the budget counts.
 	var pieces [][]byte
-	var pause Ticker
+	var pause clock.Ticker
 	defer func() {
 		if pause != nil {
 			pause.Stop()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -301,79 +302,8 @@ func payload(n int) []byte {
 	return b
 }
 
-// fakeClock is a Clock moved by hand.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	tickers []*fakeTicker
-}
-
-type fakeTicker struct {
-	c       chan time.Time
-	every   time.Duration
-	next    time.Time
-	stopped bool
-	clock   *fakeClock
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) NewTicker(d time.Duration) Ticker {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := &fakeTicker{c: make(chan time.Time, 1), every: d, next: f.now.Add(d), clock: f}
-	f.tickers = append(f.tickers, t)
-	return t
-}
-
-// Advance moves time on and fires every ticker that came due, once at most (like a
-// time.Ticker whose reader is slow).
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	for _, t := range f.tickers {
-		if t.stopped || f.now.Before(t.next) {
-			continue
-		}
-		for !f.now.Before(t.next) {
-			t.next = t.next.Add(t.every)
-		}
-		select {
-		case t.c <- f.now:
-		default:
-		}
-	}
-}
-
-// running counts the tickers made and not stopped.
-func (f *fakeClock) running() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, t := range f.tickers {
-		if !t.stopped {
-			n++
-		}
-	}
-	return n
-}
-
-func (t *fakeTicker) C() <-chan time.Time { return t.c }
-
-func (t *fakeTicker) Stop() {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	t.stopped = true
-}
-
-var _ Clock = (*fakeClock)(nil)
+// newFakeClock is a clock moved by hand, at a fixed date.
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // connect starts nothing: a client connection to srv, closed at cleanup.
 func connect(t testing.TB, srv *natstest.Server) *nats.Conn { return natstest.Connect(t, srv.URL()) }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -48,7 +49,7 @@ type OverflowConfig struct {
 	// LeaseValid is TransferConfig.LeaseValid: reads of a parked reply run only while
 	// the engine's lease is confirmed. Required.
 	LeaseValid func() bool
-	Clock      Clock
+	Clock      clock.Clock
 	// Logger receives what the host logs; nil discards.
 	Logger *zap.Logger
 	// Tokens and OnNoTokens are TransferConfig's: with Tokens, a parked reply belongs

@@ -136,7 +136,7 @@ func TestAHostActorThatStopsEndsWhatItHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	spawnAndServe(t, h)
-	if n := clock.running(); n != 1 {
+	if n := clock.Pending(); n != 1 {
 		t.Fatalf("%d tickers while serving, want the reaper's", n)
 	}
 	c := newClient(t, connect(t, srv), testPrefix)
@@ -159,7 +159,7 @@ func TestAHostActorThatStopsEndsWhatItHolds(t *testing.T) {
 	if n := h.Sessions(); n != 0 {
 		t.Fatalf("%d sessions open after the host actor stopped", n)
 	}
-	if n := clock.running(); n != 0 {
+	if n := clock.Pending(); n != 0 {
 		t.Fatalf("%d tickers left running after the host actor stopped", n)
 	}
 	if _, err := nc.Request(OwnerSubject(testPrefix, h.Owner(), "read"), []byte("{}"), time.Second); !errors.Is(err, nats.ErrNoResponders) {

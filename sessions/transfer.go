@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/actors"
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/notify"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -125,8 +126,8 @@ type TransferConfig struct {
 	// MaxLifetime closes a session that long after it opened, however busy, so a chunk
 	// now and then cannot keep one open for ever.
 	MaxLifetime time.Duration
-	// Clock is the time source of idle expiry; nil is SystemClock().
-	Clock Clock
+	// Clock is the time source of idle expiry; nil is the real clock.
+	Clock clock.Clock
 	// Logger receives crashes, failed handlers and failed replies; nil discards.
 	Logger *zap.Logger
 	// Tokens, optional, verifies the service token (Nats-Auth-Token) of every
@@ -157,7 +158,7 @@ type TransferHost struct {
 	cfg      TransferConfig
 	owner    string
 	prefix   string
-	clock    Clock
+	clock    clock.Clock
 	log      *zap.Logger
 	reapTick time.Duration
 
@@ -281,7 +282,7 @@ func NewTransferHost(nc *nats.Conn, cfg TransferConfig) (*TransferHost, error) {
 	cfg.IdleTimeout = or(cfg.IdleTimeout, DefaultIdleTimeout)
 	cfg.MaxLifetime = or(cfg.MaxLifetime, DefaultMaxLifetime)
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/internal/epoch"
+	"github.com/abi-engine/engine/internal/group"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
@@ -57,7 +58,7 @@ type Health struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	probes *group.Group // the probe (one at a time); close shuts it and waits for it
 
 	mu       sync.Mutex
 	down     error // the last probe's error while the backend is down
@@ -74,7 +75,7 @@ func New(service, adapter string, log *zap.Logger, probe func(context.Context) (
 		log:        log.With(zap.String("service", service), zap.String("backend", adapter)),
 		logs:       rate.Sometimes{Interval: failureLogEvery},
 		fencedLogs: rate.Sometimes{Interval: failureLogEvery},
-		ctx:        ctx, cancel: cancel,
+		ctx:        ctx, cancel: cancel, probes: group.New(),
 	}
 }
 
@@ -116,7 +117,6 @@ func (h *Health) Observe(err error) error {
 	start := !h.probing && h.ctx.Err() == nil
 	if start {
 		h.probing = true
-		h.wg.Add(1)
 	}
 	h.mu.Unlock()
 	h.logs.Do(func() {
@@ -126,15 +126,16 @@ func (h *Health) Observe(err error) error {
 		h.mu.Unlock()
 		h.log.Warn("backend call failed", zap.Int("failures_since_last_line", n), zap.Error(err))
 	})
-	if start {
-		go h.probeUntilUp()
+	if start && !h.probes.Go(h.probeUntilUp) {
+		h.mu.Lock()
+		h.probing = false // closed meanwhile: nothing probes any more
+		h.mu.Unlock()
 	}
 	return err
 }
 
 // probeUntilUp probes until the backend answers or the engine stops.
 func (h *Health) probeUntilUp() {
-	defer h.wg.Done()
 	pause := probeFirstPause
 	for {
 		ctx, cancel := context.WithTimeout(h.ctx, probeTimeout)
@@ -191,8 +192,8 @@ func (h *Health) Down() error {
 // Close stops the probe and waits for it.
 func (h *Health) Close() error {
 	h.cancel()
-	h.wg.Wait()
-	return nil
+	h.probes.Shut()
+	return h.probes.Wait(context.Background()) // the probe returns once cancelled: its calls are bounded by probeTimeout
 }
 
 // KeyValueProbe checks a keyvalue backend: its bucket if it has one, then a read.
