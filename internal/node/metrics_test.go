@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/abi-engine/engine/protocol"
+	"go.uber.org/zap"
 )
 
 // The observer of one operation counts each call under its code and times it, holding
@@ -15,7 +16,7 @@ import (
 // BenchmarkCallObserver's to show.)
 func TestCallObserverCountsWithCachedHandles(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg, nil)
+	m, err := newMetrics(reg, false, "dev", zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestCallObserverCountsWithCachedHandles(t *testing.T) {
 // BenchmarkCallObserver compares the observer holding its handles ("cached") with a
 // lookup by label values on every call ("lookup"), as the engine did before.
 func BenchmarkCallObserver(b *testing.B) {
-	m, err := newMetrics(prometheus.NewRegistry(), nil)
+	m, err := newMetrics(prometheus.NewRegistry(), false, "dev", zap.NewNop(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,8 +1,7 @@
-package engine
+package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -27,31 +26,16 @@ import (
 // serving: a failed one is logged and written again at the next adoption.
 const publishBound = 2 * time.Second
 
-// StoreMismatchError is a standby refused because a shared backend of its does not
-// reach the store the serving engine's does.
-type StoreMismatchError struct {
+// StoreMismatch is a standby refused because a shared backend of its does not reach
+// the store the serving engine's does; Errors.StoreMismatch makes it the root
+// package's *StoreMismatchError.
+type StoreMismatch struct {
 	Service string
 	Holder  lease.Holder
 	Theirs  jetstreamstore.StoreProof // what the holder published
-	Ours    storeID                   // what this engine's backend reaches (ID empty: none that can be named)
+	// Ours is what this engine's backend reaches (ID empty: none that can be named).
+	OursBackend, OursID, OursWhere string
 }
-
-// Error names the service, the holder, both backends and both stores.
-func (e *StoreMismatchError) Error() string {
-	ours := fmt.Sprintf("reaches %s store %s (%s)", e.Ours.backend, e.Ours.ID, e.Ours.Where)
-	if e.Ours.ID == "" {
-		ours = fmt.Sprintf("has a %s backend, which is not that store", e.Ours.backend)
-	}
-	return fmt.Sprintf("engine: services.%s does not reach the store of the serving engine %s: it uses %s store %s (%s), this engine %s; "+
-		"a standby must reach the same store, or what was written before the handover would be gone after it: refusing to stand by",
-		e.Service, e.Holder, e.Theirs.Backend, e.Theirs.ID, e.Theirs.Where, ours)
-}
-
-// ErrStoreMismatch matches every *StoreMismatchError.
-var ErrStoreMismatch = errors.New("engine: a shared backend does not reach the serving engine's store")
-
-// Is makes errors.Is(err, ErrStoreMismatch) true.
-func (e *StoreMismatchError) Is(target error) bool { return target == ErrStoreMismatch }
 
 // storeID names the store a backend reaches.
 type storeID struct {
@@ -172,7 +156,8 @@ func (e *Engine) proveShared(ctx context.Context, ids map[string]identity) error
 			}
 		}
 		if ours.backend != theirs.Backend || ours.ID != theirs.ID {
-			return &StoreMismatchError{Service: service, Holder: holder, Theirs: theirs, Ours: ours}
+			return e.opts.Errors.StoreMismatch(StoreMismatch{Service: service, Holder: holder, Theirs: theirs,
+				OursBackend: ours.backend, OursID: ours.ID, OursWhere: ours.Where})
 		}
 		e.log.Info("this standby reaches the serving engine's store", zap.String("service", service),
 			zap.String("backend", ours.backend), zap.String("store", ours.Where))

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.C
 	if err != nil {
 		return fmt.Errorf("engine: nats.discovery: %w", err)
 	}
-	svc, err := discovery.New(store, discovery.Config{Lease: d.Lease(), Failpoints: e.opts.failpoints})
+	svc, err := discovery.New(store, discovery.Config{Lease: d.Lease(), Failpoints: e.opts.Failpoints})
 	if err != nil {
 		return fmt.Errorf("engine: nats.discovery: %w", err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
-	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/natsevents"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
@@ -22,8 +21,8 @@ import (
 
 // metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (docs/design.md §4.5).
 type metrics struct {
-	e    *Engine
-	auto bool // the engine's role is auto: a refusal makes it a client
+	view func() View // where the engine stands, read at each scrape
+	auto bool        // the engine's role is auto: a refusal makes it a client
 
 	renewals       *prometheus.CounterVec
 	fences         prometheus.Counter
@@ -55,12 +54,16 @@ var (
 	backendDesc  = prometheus.NewDesc("abi_engine_backend_up", "1 while a service's backend answers, 0 while its probe fails, by service and backend.", []string{"service", "backend"}, nil)
 )
 
-var allStates = []State{StateIdle, StateStandby, StateServing, StateFenced, StateLost, StateReleased, StateClient}
+// allStates are the values of abi_engine_state's label, in the order of /status's docs.
+var allStates = []string{StateIdle, lease.StateStandby.String(), lease.StateServing.String(), lease.StateFenced.String(),
+	lease.StateLost.String(), lease.StateReleased.String(), StateClient}
 
-func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
+// newMetrics registers the engine's metrics in reg: auto is whether the engine's role
+// is auto, version its version (build_info), view how a scrape reads where it stands.
+func newMetrics(reg prometheus.Registerer, auto bool, version string, log *zap.Logger, view func() View) (*metrics, error) {
 	m := &metrics{
-		e:    e,
-		auto: e != nil && e.cfg.NATS.Engine.Role == config.RoleAuto,
+		view: view,
+		auto: auto,
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_lease_renewals_total",
 			Help: "Lease renewals by result (ok, failed)."}, []string{"result"}),
 		fences: prometheus.NewCounter(prometheus.CounterOpts{Name: "abi_engine_lease_fences_total",
@@ -87,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
 		clientCounters: client.NewCounters(),
-		nats:           natsevents.New(engineLog(e)),
+		nats:           natsevents.New(log),
 	}
 	// The collectors every Go service exposes (docs/design.md §4.5). An embedder's registry
 	// (WithRegistry) may hold them already.
@@ -97,7 +100,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m.nats, m, buildInfo(e)} {
+		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m.nats, m, buildInfo(version)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -108,10 +111,9 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 // buildInfo is abi_engine_build_info, always 1: the version of each scraped engine as a
 // label, so a dashboard or an alert can tell which version runs where (and a rollout's
 // two versions apart) with a join, as Prometheus' own *_build_info metrics do.
-func buildInfo(e *Engine) prometheus.Collector {
-	version := "dev"
-	if e != nil && e.me.Version != "" {
-		version = e.me.Version
+func buildInfo(version string) prometheus.Collector {
+	if version == "" {
+		version = "dev"
 	}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_build_info",
 		Help:        "Always 1; its labels are the engine's version and the Go version it was built with.",
@@ -213,17 +215,16 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	state := m.e.State()
+	view := m.view()
 	for _, s := range allStates {
 		v := 0.0
-		if s == state {
+		if s == view.State {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, string(s))
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, s)
 	}
-	ls := m.e.status().Lease
-	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(ls.Revision))
-	ch <- prometheus.MustNewConstMetric(epochDesc, prometheus.GaugeValue, float64(ls.Epoch))
+	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(view.Lease.Revision))
+	ch <- prometheus.MustNewConstMetric(epochDesc, prometheus.GaugeValue, float64(view.Lease.Epoch))
 	m.mu.Lock()
 	set := m.set
 	m.mu.Unlock()
@@ -247,12 +248,4 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.GiveUps), "give_ups")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.NoResponders), "no_responders")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.OverflowResends), "overflow_resends")
-}
-
-// engineLog is e's logger; a Nop for the metrics of no engine (a test's).
-func engineLog(e *Engine) *zap.Logger {
-	if e == nil || e.log == nil {
-		return zap.NewNop()
-	}
-	return e.log
 }

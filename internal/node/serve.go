@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func (s *servingSet) openSessions() int {
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
-	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
@@ -76,7 +76,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	set.kv = kv
-	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
@@ -121,10 +121,10 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	fences := []primaries.EpochFence{kvFence, objFence}
 	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
 	// has one, and for CallEpoch.
-	epochs := make([]*servedEpoch, len(e.opts.services))
-	for i, svc := range e.opts.services {
+	epochs := make([]*servedEpoch, len(e.opts.Services))
+	for i, svc := range e.opts.Services {
 		epochs[i] = &servedEpoch{fence: svc.Fence}
-		services = append(services, svc.primary(epochs[i]))
+		services = append(services, svc.Primary(epochs[i].epoch.Load))
 		fences = append(fences, epochs[i])
 	}
 	if err := e.buildDiscovery(ctx, set, nc, tokens); err != nil {
@@ -140,7 +140,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			Overflow:      overflow,
 			Uploads:       overflow,
 			OnCall:        e.metrics.call,
-			Failpoints:    e.opts.failpoints,
+			Failpoints:    e.opts.Failpoints,
 			Tracer:        e.callTracer(),
 			Tokens:        tokens,
 			OnNoTokens:    noTokens,
@@ -157,8 +157,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	}
 	hosts := []*sessions.TransferHost{transfers, overflow.TransferHost}
 	names := []string{"transfer:" + protocol.ObjectStorage, "overflow"}
-	for i, svc := range e.opts.services {
-		if len(svc.Transfers) == 0 {
+	for i, svc := range e.opts.Services {
+		if svc.Transfers == nil {
 			continue
 		}
 		// A transfer host of the service's own, on its own prefix, checking the lease
@@ -166,7 +166,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		h, err := sessions.NewTransferHost(nc, sessions.TransferConfig{
 			Prefix:     protocol.TransferPrefix(svc.Name),
 			Owner:      e.InstanceID(),
-			Handlers:   svc.transfers(epochs[i]),
+			Handlers:   svc.Transfers(epochs[i].epoch.Load),
 			LeaseValid: own.Gate().Valid,
 			Logger:     e.log,
 			Tokens:     auth.Tokens,
@@ -186,8 +186,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		set.named[names[i]] = pid
 	}
 	e.metrics.watchServing(set)
-	if len(e.opts.jobs) > 0 {
-		set.jobs, err = actors.NewJobsHost(e.opts.jobs, e.log, e.metrics.jobRun)
+	if len(e.opts.Jobs) > 0 {
+		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.jobRun)
 		if err != nil {
 			return set, fmt.Errorf("engine: %w", err)
 		}

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -20,11 +20,9 @@ import (
 // different JetStream domains (leaf nodes with JetStream of their own, and no
 // nats.jetstream.domain) never meet there, and both would serve.
 
-// RivalError is a claim refused because an engine that holds no lease this engine can
-// see answers the kernel services on the account: it keeps its lease somewhere else,
-// most likely in another JetStream domain. abi-engine run exits 3, as for an engine
-// that holds the lease; an auto engine becomes a client of it.
-type RivalError struct {
+// Rival is an engine that holds no lease this engine can see and answers the kernel
+// services on the account; Errors.Rival makes it the root package's *RivalError.
+type Rival struct {
 	// Instance and Version are the other engine's, from its services' answers.
 	Instance, Version string
 	// Services are the services it answered.
@@ -33,33 +31,6 @@ type RivalError struct {
 	Domain string
 	// Holder is the lease this engine sees (zero: free).
 	Holder lease.Holder
-}
-
-// Error names the other engine, where this one looked for its lease, and the fix.
-func (e *RivalError) Error() string {
-	where := "the JetStream of the server this engine is connected to"
-	if e.Domain != "" {
-		where = "JetStream domain " + e.Domain
-	}
-	seen := "the lease there is free"
-	if e.Holder.InstanceID != "" {
-		seen = "the lease there is held by " + e.Holder.InstanceID
-	}
-	return fmt.Sprintf("another engine, instance %s (version %s), answers %s on this NATS account, but it holds no lease in %s (%s): "+
-		"it keeps its lease in another JetStream domain, and both would serve. Set nats.jetstream.domain to the same domain on every engine of the account (abi-engine doctor lists the domains)",
-		e.Instance, orUnknown(e.Version), strings.Join(e.Services, " and "), where, seen)
-}
-
-// Unwrap makes it an *lease.AlreadyServingError: another engine serves.
-func (e *RivalError) Unwrap() error {
-	return &lease.AlreadyServingError{Holder: lease.Holder{InstanceID: e.Instance, Version: e.Version}}
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }
 
 // rivalWatch is what the claim hands the watch of rivals: the lease bucket, and the
@@ -86,7 +57,7 @@ func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView
 		return err
 	}
 	if rival != nil {
-		return rival
+		return e.opts.Errors.Rival(*rival)
 	}
 	return nil
 }
@@ -98,7 +69,7 @@ func (e *Engine) checkRivals(ctx context.Context, nc *nats.Conn, store leaseView
 // holder taken over may answer for a moment after it resumes); nil when there is none.
 // An answer with no instance id (a Python engine, another program) is logged and let
 // be: it cannot be told from a holder.
-func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView, known map[string]bool) (*RivalError, error) {
+func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView, known map[string]bool) (*Rival, error) {
 	answers, err := srvping.Ping(ctx, nc, rivalServices, srvping.DefaultWindow)
 	if err != nil {
 		return nil, fmt.Errorf("engine: ask who serves %s: %w", strings.Join(rivalServices, ", "), err)
@@ -111,7 +82,7 @@ func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView, 
 		return nil, err
 	}
 	known[e.InstanceID()] = true
-	var rival *RivalError
+	var rival *Rival
 	for _, a := range answers {
 		switch {
 		case a.Instance == "":
@@ -119,7 +90,7 @@ func (e *Engine) findRival(ctx context.Context, nc *nats.Conn, store leaseView, 
 				zap.String("service", a.Service), zap.String("version", a.Version))
 		case known[a.Instance]:
 		case rival == nil:
-			rival = &RivalError{Instance: a.Instance, Version: a.Version, Services: []string{a.Service},
+			rival = &Rival{Instance: a.Instance, Version: a.Version, Services: []string{a.Service},
 				Domain: e.cfg.NATS.JetStream.Domain, Holder: rec.Holder}
 		case rival.Instance == a.Instance && !slices.Contains(rival.Services, a.Service):
 			rival.Services = append(rival.Services, a.Service)
@@ -162,7 +133,8 @@ func yieldTo(me, rival string, firstSeen, now time.Time, pace, grace time.Durati
 // watchRivals looks, while the engine serves, for an engine that serves the kernel
 // services with a lease this one cannot see (both started at once, or one of a version
 // that does not check at start), and ends this engine when yieldTo says so: the
-// teardown releases the lease, and the end's error is the *RivalError (exit 3).
+// teardown releases the lease, and the end's error is the root package's *RivalError
+// (exit 3).
 func (e *Engine) watchRivals() {
 	nc, store, known := e.leaseConn, e.rivals.store, e.rivals.known
 	if nc == nil || store == nil {
@@ -197,7 +169,7 @@ func (e *Engine) watchRivals() {
 			}
 			// A ping waits for answers up to its window, whatever the pace.
 			ctx, cancel := context.WithTimeout(base, pace+srvping.DefaultWindow.Max)
-			if e.State() != StateServing {
+			if !e.View().Serving() {
 				// A standby learns the holders it may later see answer after a takeover.
 				_, _ = readHolders(ctx, store, known)
 				cancel()
@@ -216,13 +188,14 @@ func (e *Engine) watchRivals() {
 			case rival.Instance != seen:
 				seen, firstSeen = rival.Instance, time.Now()
 			}
+			rivalErr := e.opts.Errors.Rival(*rival)
 			if !yieldTo(e.InstanceID(), rival.Instance, firstSeen, time.Now(), pace, grace) {
 				e.log.Error("another engine serves this account with a lease this one cannot see: waiting for it to stop",
-					zap.String("other", rival.Instance), zap.Error(rival))
+					zap.String("other", rival.Instance), zap.Error(rivalErr))
 				continue
 			}
-			e.log.Error("engine ending: another engine serves this account with a lease this one cannot see", zap.Error(rival))
-			e.beginEnd(endOnItsOwn, rival)
+			e.log.Error("engine ending: another engine serves this account with a lease this one cannot see", zap.Error(rivalErr))
+			e.beginEnd(endOnItsOwn, rivalErr)
 			return
 		}
 	}()

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	// hollywood has no engine to stop: the actors service poisons the actors, in order.
 	e.tree.Add(svcActors, servicetree.OnStop{Name: svcActors, Stop: e.stopActors})
 	e.watchPanics(sys)
-	fp := e.opts.failpoints
+	fp := e.opts.Failpoints
 	var clock actors.Clock // the real one
 	if r := failpoint.Rate(fp); r != 1 {
 		clock = actors.RateClock(r)
@@ -157,7 +157,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		Sessions:   set.waitSessions,
 		OnPhase:    e.metrics.handoverPhase,
 		Logger:     e.log,
-		Failpoints: e.opts.failpoints,
+		Failpoints: e.opts.Failpoints,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
