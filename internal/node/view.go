@@ -63,30 +63,39 @@ func (e *Engine) View() View {
 	if role == "" {
 		role = e.cfg.NATS.Engine.Role
 	}
-	v := View{Up: up, Role: role, State: StateIdle}
+	v := View{Up: up, Role: role}
 	if own != nil {
 		v.Lease, v.HasLease = own.Status(), true
 	}
+	var rootState lease.State
 	if root != nil {
-		v.Phase, v.HasRoot = root.Phase(), true
+		v.Phase, v.HasRoot, rootState = root.Phase(), true, root.State()
 		if v.HasLease && v.Lease.State == lease.StateServing {
 			v.Failing = root.Failing()
 		}
 	}
-	switch {
-	case !up:
-	case role == config.RoleClient:
-		v.State = StateClient
-	case !v.HasLease:
-	case v.Lease.State != lease.StateServing:
-		v.State = v.Lease.State.String()
-	case root == nil:
-	case len(v.Failing) > 0:
-		v.State = lease.StateServing.String()
-	default:
-		v.State = root.State().String()
-	}
+	v.State = v.state(rootState)
 	return v
+}
+
+// state is View.State of v, whose root (if any) relays rootState: the one definition
+// of where the engine stands.
+func (v View) state(rootState lease.State) string {
+	switch {
+	case !v.Up:
+		return StateIdle
+	case v.Role == config.RoleClient:
+		return StateClient
+	case !v.HasLease:
+		return StateIdle
+	case v.Lease.State != lease.StateServing:
+		return v.Lease.State.String()
+	case !v.HasRoot:
+		return StateIdle
+	case len(v.Failing) > 0:
+		return lease.StateServing.String()
+	}
+	return rootState.String()
 }
 
 // Epoch is the epoch the engine serves under (View.Epoch).
