@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/abi-engine/engine/internal/node"
+	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 )
@@ -56,7 +57,7 @@ func orUnknown(s string) string {
 }
 
 // rivalError is node.Errors.Rival.
-func rivalError(r node.Rival) error {
+func rivalError(r rivals.Rival) error {
 	return &RivalError{Instance: r.Instance, Version: r.Version, Services: r.Services, Domain: r.Domain, Holder: r.Holder}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
@@ -55,7 +56,7 @@ type Config struct {
 
 // Errors makes the root package's public error types, which this package cannot name.
 type Errors struct {
-	Rival         func(Rival) error
+	Rival         func(rivals.Rival) error
 	StoreMismatch func(StoreMismatch) error
 }
 
@@ -96,7 +97,7 @@ type Engine struct {
 	broker      *supervisor.Broker
 	foundBroker string
 	// the watch of rivals (rival.go), set by the claim
-	rivals rivalWatch
+	rivals *rivals.Finder
 
 	// a step-down asked to stay a standby after its handover (stepdown.go)
 	stepDownStay atomic.Bool

@@ -9,6 +9,7 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
@@ -65,11 +66,16 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	}
 	e.leaseStore = store
 	// Before the claim: an engine refused here has written nothing.
-	known := map[string]bool{}
-	if err := e.checkRivals(ctx, nc, store, known); err != nil {
+	// The holders this check reads are known to the watch of rivals (watchRivals).
+	finder := rivals.NewFinder(nc, store, e.InstanceID(), e.cfg.NATS.JetStream.Domain, e.log)
+	rival, err := finder.Find(ctx)
+	if err != nil {
 		return 0, err
 	}
-	e.rivals = rivalWatch{store: store, known: known}
+	if rival != nil {
+		return 0, e.opts.Errors.Rival(*rival)
+	}
+	e.rivals = finder
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)
