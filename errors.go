@@ -7,6 +7,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/node"
 	"github.com/abi-engine/engine/internal/rivals"
+	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 )
@@ -94,9 +95,9 @@ type storeID struct {
 }
 
 // storeMismatchError is node.Errors.StoreMismatch.
-func storeMismatchError(m node.StoreMismatch) error {
+func storeMismatchError(m storeproof.Mismatch) error {
 	return &StoreMismatchError{Service: m.Service, Holder: m.Holder, Theirs: m.Theirs,
-		Ours: storeID{backend: m.OursBackend, ID: m.OursID, Where: m.OursWhere}}
+		Ours: storeID{backend: m.Ours.Backend, ID: m.Ours.ID, Where: m.Ours.Where}}
 }
 
 // ErrNoTarget is returned by InjectPanic for a target the engine does not have.

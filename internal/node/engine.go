@@ -21,6 +21,7 @@ import (
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
+	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -57,7 +58,7 @@ type Config struct {
 // Errors makes the root package's public error types, which this package cannot name.
 type Errors struct {
 	Rival         func(rivals.Rival) error
-	StoreMismatch func(StoreMismatch) error
+	StoreMismatch func(storeproof.Mismatch) error
 }
 
 // Engine is one engine's running state behind the root package's Engine.

@@ -11,6 +11,7 @@ import (
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
+	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/supervisor"
@@ -149,8 +150,12 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	}
 	if state == lease.StateStandby {
 		// Before the root exists: a refused standby never serves.
-		if err := e.proveShared(ctx, set.ids); err != nil {
+		m, err := storeproof.Prove(ctx, e.leaseStore, e.ownership.Status().Holder, set.ids, e.cfg, e.log)
+		if err != nil {
 			return err
+		}
+		if m != nil {
+			return e.opts.Errors.StoreMismatch(*m)
 		}
 	}
 	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{

@@ -14,6 +14,7 @@ import (
 	"github.com/abi-engine/engine/internal/backendhealth"
 	"github.com/abi-engine/engine/internal/backends"
 	"github.com/abi-engine/engine/internal/servicetree"
+	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -43,9 +44,9 @@ type servingSet struct {
 	discovery   *discovery.Member // nil when nats.discovery is off
 	discoPID    *actor.PID
 	transfers   []*sessions.TransferHost
-	health      []*backendhealth.Health // one per backend
-	closers     []func() error          // backends, in the order they were opened
-	ids         map[string]identity     // how each kernel service's backend names its store (storeproof.go)
+	health      []*backendhealth.Health        // one per backend
+	closers     []func() error                 // backends, in the order they were opened
+	ids         map[string]storeproof.Identity // how each kernel service's backend names its store
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -72,7 +73,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
-	set.ids = storeIdentities(e.cfg, kv)
+	set.ids = storeproof.Identities(e.cfg, kv)
 	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	set.kv = kv
@@ -318,4 +319,14 @@ func (s *servingSet) close() {
 		}
 	}
 	s.closers = nil
+}
+
+// withProof wraps fence so that each adoption publishes the id of service's store in
+// the lease bucket (package storeproof); fence is returned as it is when there is
+// nothing to publish.
+func (e *Engine) withProof(service string, fence primaries.EpochFence, id storeproof.Identity) primaries.EpochFence {
+	if e.leaseStore == nil {
+		return fence
+	}
+	return storeproof.WithProof(fence, service, e.InstanceID(), id, e.leaseStore, e.log)
 }
