@@ -18,6 +18,7 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/enginemetrics"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
@@ -66,7 +67,7 @@ type Engine struct {
 	cfg     *config.Config
 	opts    Config
 	log     *zap.Logger
-	metrics *metrics
+	metrics *enginemetrics.Metrics
 	me      lease.Holder
 	// tree owns everything Load starts (tree.go); teardown stops it in order.
 	tree *servicetree.Tree
@@ -130,7 +131,7 @@ func New(c Config) (*Engine, error) {
 		})
 	}
 	e.me = lease.ThisProcess(c.InstanceID, c.Version, e.cfg.NATS.Engine.LeaseRolloutID(), time.Now())
-	m, err := newMetrics(c.Registry, e.cfg.NATS.Engine.Role == config.RoleAuto, c.Version, e.log, e.View)
+	m, err := enginemetrics.New(c.Registry, e.cfg.NATS.Engine.Role == config.RoleAuto, c.Version, e.log, e.scrape)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +223,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 			}
 			return
 		}
-		e.metrics.loadSeconds.Set(time.Since(start).Seconds())
+		e.metrics.LoadSeconds.Set(time.Since(start).Seconds())
 		e.mu.Lock()
 		if e.stage == stageLoading {
 			e.stage = stageUp

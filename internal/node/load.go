@@ -37,7 +37,7 @@ func (e *Engine) loadClient(ctx context.Context, url string) error {
 		return err
 	}
 	e.tree.Add(svcClient, supervisor.NewConn(svcClient, nc, connFlush))
-	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.clientCounters),
+	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.ClientCounters),
 		client.WithDefaultTimeout(e.cfg.NATS.ClientTimeout()))
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
@@ -103,7 +103,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 			Hot:            e.cfg.NATS.Engine.HotStandby(),
 		},
 		Logger:     e.log,
-		OnEvent:    e.metrics.leaseEvent,
+		OnEvent:    e.metrics.LeaseEvent,
 		Clock:      clock,
 		Failpoints: fp,
 		Auto:       e.cfg.NATS.Engine.Role == config.RoleAuto,
@@ -166,7 +166,7 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		Successor:  set.waitSuccessor,
 		AnyStandby: set.anyStandby,
 		Sessions:   set.waitSessions,
-		OnPhase:    e.metrics.handoverPhase,
+		OnPhase:    e.metrics.HandoverPhase,
 		Logger:     e.log,
 		Failpoints: e.opts.Failpoints,
 	})

@@ -21,8 +21,8 @@ func (e *Engine) watchPanics(sys *actor.Engine) {
 
 func (e *Engine) actorPanicked(p actors.Panicked) {
 	kind := actors.Kind(p.PID)
-	e.metrics.panics.WithLabelValues(kind).Inc()
-	e.metrics.panicCount.Add(1)
+	e.metrics.Panics.WithLabelValues(kind).Inc()
+	e.metrics.PanicCount.Add(1)
 	// The panic's own stack is the one that matters, not the logger's.
 	e.log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("an actor panicked: it was restarted in place",
 		zap.String("actor", p.PID.String()), zap.String("kind", kind),

@@ -13,6 +13,7 @@ import (
 	"github.com/abi-engine/engine/discovery"
 	"github.com/abi-engine/engine/internal/backendhealth"
 	"github.com/abi-engine/engine/internal/backends"
+	"github.com/abi-engine/engine/internal/enginemetrics"
 	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
@@ -140,7 +141,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			Fence:         fences[i],
 			Overflow:      overflow,
 			Uploads:       overflow,
-			OnCall:        e.metrics.call,
+			OnCall:        e.metrics.Call,
 			Failpoints:    e.opts.Failpoints,
 			Tracer:        e.callTracer(),
 			Tokens:        tokens,
@@ -186,9 +187,9 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		set.members = append(set.members, pid)
 		set.named[names[i]] = pid
 	}
-	e.metrics.watchServing(set)
+	e.metrics.WatchServing(set.gauges)
 	if len(e.opts.Jobs) > 0 {
-		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.jobRun)
+		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.JobRun)
 		if err != nil {
 			return set, fmt.Errorf("engine: %w", err)
 		}
@@ -201,8 +202,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 // watchBackend puts an opened backend under a backendhealth.Health: its failures are counted,
 // logged and probed, and the set closes the health before the backend.
 func (e *Engine) watchBackend(set *servingSet, service, adapter string, probe func(context.Context) (bool, error), closeBackend func() error) *backendhealth.Health {
-	h := backendhealth.New(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc,
-		e.metrics.fencedWrites.WithLabelValues(service, adapter).Inc)
+	h := backendhealth.New(service, adapter, e.log, probe, e.metrics.BackendErrors.WithLabelValues(service, adapter).Inc,
+		e.metrics.FencedWrites.WithLabelValues(service, adapter).Inc)
 	set.health = append(set.health, h)
 	set.closers = append(set.closers, closeBackend, h.Close)
 	return h
@@ -329,4 +330,20 @@ func (e *Engine) withProof(service string, fence primaries.EpochFence, id storep
 		return fence
 	}
 	return storeproof.WithProof(fence, service, e.InstanceID(), id, e.leaseStore, e.log)
+}
+
+// gauges are what a scrape of the metrics reads of the set.
+func (s *servingSet) gauges() enginemetrics.Gauges {
+	g := enginemetrics.Gauges{Sessions: s.openSessions()}
+	for _, p := range s.primaries {
+		g.InFlight = append(g.InFlight, enginemetrics.InFlight{Service: p.Name(), Calls: p.InFlight()})
+	}
+	if s.discovery != nil {
+		g.Discovery = &enginemetrics.Discovery{Project: s.discovery.Project(), InFlight: s.discovery.InFlight(),
+			Instances: s.discovery.Service().LiveInstances()}
+	}
+	for _, h := range s.health {
+		g.Backends = append(g.Backends, enginemetrics.Backend{Service: h.Service(), Adapter: h.Adapter(), Up: h.Down() == nil})
+	}
+	return g
 }

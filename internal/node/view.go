@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/enginemetrics"
 	"github.com/abi-engine/engine/lease"
 )
 
@@ -136,11 +137,11 @@ func (e *Engine) DiscoveryInstances() int {
 }
 
 // ActorPanics counts the actor panics recovered since the engine started.
-func (e *Engine) ActorPanics() uint64 { return e.metrics.panicCount.Load() }
+func (e *Engine) ActorPanics() uint64 { return e.metrics.PanicCount.Load() }
 
 // DeniedSubjects are the subjects the broker refused this engine a subscription or a
 // publish on.
-func (e *Engine) DeniedSubjects() []string { return e.metrics.nats.DeniedSubjects() }
+func (e *Engine) DeniedSubjects() []string { return e.metrics.NATS.DeniedSubjects() }
 
 // EndCounts is what the end stopped and released (lifecycle.go), for the tests that
 // show nothing is stopped or released twice.
@@ -151,4 +152,10 @@ func (e *Engine) EndCounts() map[string]int32 {
 		"releases":      e.counts.releases.Load(),
 		"member closes": e.counts.membersClose.Load(),
 	}
+}
+
+// scrape is what a scrape of the metrics reads of the view.
+func (e *Engine) scrape() enginemetrics.Scrape {
+	v := e.View()
+	return enginemetrics.Scrape{State: v.State, Revision: v.Lease.Revision, Epoch: v.Lease.Epoch}
 }
