@@ -28,10 +28,10 @@ type Job = actors.Job
 type Every = actors.Every
 
 // ErrLoaded is returned by a second Load.
-var ErrLoaded = node.ErrLoaded
+var ErrLoaded = errors.New("engine: already loaded")
 
 // ErrShutDown is returned by Load after Shutdown.
-var ErrShutDown = node.ErrShutDown
+var ErrShutDown = errors.New("engine: shut down")
 
 // Option adjusts an Engine (New). An option given a value it cannot use makes New fail
 // with an error naming the option.
@@ -212,7 +212,8 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 		Tree:       o.tree,
 		Failpoints: o.failpoints,
 		Tracer:     o.tracer,
-		Errors:     node.Errors{Rival: rivalError, StoreMismatch: storeMismatchError},
+		Errors: node.Errors{Loaded: ErrLoaded, ShutDown: ErrShutDown, NoTarget: ErrNoTarget,
+			Rival: rivalError, StoreMismatch: storeMismatchError},
 	})
 	if err != nil {
 		return nil, err

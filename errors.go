@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/abi-engine/engine/internal/node"
 	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
@@ -101,4 +100,4 @@ func storeMismatchError(m storeproof.Mismatch) error {
 }
 
 // ErrNoTarget is returned by InjectPanic for a target the engine does not have.
-var ErrNoTarget = node.ErrNoTarget
+var ErrNoTarget = errors.New("engine: no such actor")

@@ -35,12 +35,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrLoaded is returned by a second Load.
-var ErrLoaded = errors.New("engine: already loaded")
-
-// ErrShutDown is returned by Load after Shutdown.
-var ErrShutDown = errors.New("engine: shut down")
-
 // Config is what the root package's New checked and made of its options.
 type Config struct {
 	Config     *config.Config // validated
@@ -56,8 +50,13 @@ type Config struct {
 	Errors     Errors
 }
 
-// Errors makes the root package's public error types, which this package cannot name.
+// Errors are the root package's public errors, which this package cannot name: the
+// sentinels it returns, and how it makes the error types.
 type Errors struct {
+	Loaded   error // a second Load
+	ShutDown error // a Load after Shutdown
+	NoTarget error // InjectPanic of a target the engine does not have
+
 	Rival         func(rivals.Rival) error
 	StoreMismatch func(storeproof.Mismatch) error
 }
@@ -206,10 +205,10 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	switch {
 	case e.stage == stageEnded && (e.end == nil || e.end.kind == endShutdown):
 		e.mu.Unlock()
-		return ErrShutDown
+		return e.opts.Errors.ShutDown
 	case e.stage != stageNew:
 		e.mu.Unlock()
-		return ErrLoaded
+		return e.opts.Errors.Loaded
 	}
 	e.stage = stageLoading
 	e.mu.Unlock()

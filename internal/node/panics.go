@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -29,9 +28,6 @@ func (e *Engine) actorPanicked(p actors.Panicked) {
 		zap.String("reason", fmt.Sprint(p.Reason)), zap.String("stack", string(p.Stack)))
 }
 
-// ErrNoTarget is returned by InjectPanic for a target the engine does not have.
-var ErrNoTarget = errors.New("engine: no such actor")
-
 // InjectPanic makes one of the engine's actors panic, as a bug would, for the chaos
 // harness and tests: the actor is restarted in place and keeps what its spawner holds
 // (the lease, calls in flight, open sessions), except a transfer session's own actor,
@@ -44,7 +40,7 @@ func (e *Engine) InjectPanic(target string) error {
 	sys, own, root, set := e.actorSys, e.ownership, e.root, e.serving
 	e.mu.Unlock()
 	if sys == nil || own == nil {
-		return fmt.Errorf("%w: %q (the engine runs no actors)", ErrNoTarget, target)
+		return fmt.Errorf("%w: %q (the engine runs no actors)", e.opts.Errors.NoTarget, target)
 	}
 	var pid *actor.PID
 	switch {
@@ -65,7 +61,7 @@ func (e *Engine) InjectPanic(target string) error {
 		pid = set.named[target]
 	}
 	if pid == nil {
-		return fmt.Errorf("%w: %q", ErrNoTarget, target)
+		return fmt.Errorf("%w: %q", e.opts.Errors.NoTarget, target)
 	}
 	sys.Send(pid, actors.Kill{Reason: "injected by InjectPanic"})
 	return nil
