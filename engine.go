@@ -6,22 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
-	"github.com/abi-engine/engine/internal/servicetree"
-	"github.com/abi-engine/engine/lease"
-	"github.com/abi-engine/engine/lease/jetstreamstore"
+	"github.com/abi-engine/engine/internal/node"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/sessions"
-	"github.com/abi-engine/engine/supervisor"
-	"github.com/anthdm/hollywood/actor"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -54,8 +46,8 @@ type options struct {
 	registry   *prometheus.Registry
 	tree       *suture.Supervisor
 	failpoints *failpoint.Set
-	errs       []error              // what the options found wrong, in order
-	tracer     trace.TracerProvider // telemetry.go
+	errs       []error // what the options found wrong, in order
+	tracer     trace.TracerProvider
 }
 
 func (o *options) fail(err error) { o.errs = append(o.errs, err) }
@@ -144,57 +136,26 @@ func WithSupervisor(tree *suture.Supervisor) Option { return func(o *options) { 
 // show that its checkers catch real bugs; nil, the default, switches none on.
 func WithFailpoints(set *failpoint.Set) Option { return func(o *options) { o.failpoints = set } }
 
+// WithTracerProvider makes a span of every call the engine serves (service, operation,
+// code, instance, epoch), the child of the caller's when the request carries a W3C
+// traceparent, and a child span of each backend call it makes. Without it the engine
+// traces nothing and a call costs nothing more. `abi-engine run` passes the provider
+// of the telemetry: block (an OTLP/HTTP exporter); an embedder passes its own.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) {
+		if tp == nil {
+			o.fail(errors.New("engine: WithTracerProvider: the provider is nil (leave the option out for no traces)"))
+			return
+		}
+		o.tracer = tp
+	}
+}
+
 // Engine is one abi-engine: in role serve it holds the lease and serves the kernel
 // services; in role client every service is a NATS client of the serving engine; in
 // role auto it serves when nobody does and is a client otherwise.
 type Engine struct {
-	cfg     *config.Config
-	opts    options
-	log     *zap.Logger
-	metrics *metrics
-	me      lease.Holder
-	// tree owns everything Load starts (tree.go); teardown stops it in order.
-	tree *servicetree.Tree
-
-	mu     sync.Mutex
-	stage  stage       // the one lifecycle (lifecycle.go)
-	end    *ending     // the end, once one began
-	role   config.Role // effective: serve or client once loaded
-	done   chan struct{}
-	endErr error
-	ending sync.WaitGroup // the ending's goroutine (beginEnd)
-	counts endCounts      // what the end stopped and released
-
-	// runtime, set by Load; the tree's services stop what they hold
-	natsURL    string
-	leaseConn  *nats.Conn            // the lease's own connection (claim), set before loadServing reads it
-	leaseStore *jetstreamstore.Store // the lease bucket (claim): the store ids are published there
-	actorSys   *actor.Engine
-	ownership  *actors.Ownership
-	root       *actors.Root
-	serving    *servingSet
-	kv         keyvalue.Store
-	objects    objectstorage.Store
-	actorStops *servicetree.Stopper[closing] // stops the actors, last built first
-
-	// the embedded broker this engine started, whose store lock teardown lets go; and
-	// how an engine with no URL found another engine's broker instead (brokerURL), ""
-	// when it uses nats.url or its own
-	broker      *supervisor.Broker
-	foundBroker string
-	// the watch of rivals (rival.go), set by the claim
-	rivals rivalWatch
-
-	// a step-down asked to stay a standby after its handover (stepdown.go)
-	stepDownStay atomic.Bool
-	// steppingDown is set by the first step-down request: a second one, or one that
-	// meets an eviction, is answered NOT_SERVING rather than racing it.
-	steppingDown atomic.Bool
-
-	// the watch of the root's end (startWatch), which the engine stops and waits for
-	watchers      sync.WaitGroup
-	stopWatch     chan struct{}
-	stopWatchOnce sync.Once
+	n *node.Engine // its wiring and lifecycle
 }
 
 // New checks cfg and the options; it connects to nothing.
@@ -240,145 +201,63 @@ func New(cfg *config.Config, opts ...Option) (*Engine, error) {
 	if o.registry == nil {
 		o.registry = prometheus.NewRegistry()
 	}
-	e := &Engine{
-		cfg:       cfg,
-		opts:      o,
-		log:       o.log.With(zap.String("instance_id", o.instanceID)),
-		done:      make(chan struct{}),
-		stopWatch: make(chan struct{}),
-	}
-	e.tree = servicetree.New(o.tree, e.log, treeTimeout)
-	e.actorStops = servicetree.NewStopper[closing](e.log, teardownBound)
-	if spec := failpoint.String(o.failpoints); spec != "" {
-		e.log.Warn("fail points on: this engine misbehaves on purpose (chaos)", zap.String("failpoints", spec))
-		failpoint.Notify(o.failpoints, func(n failpoint.Name, detail string) {
-			e.log.Warn("fail point fired: "+detail, zap.String("failpoint", string(n)))
-		})
-	}
-	e.me = lease.ThisProcess(o.instanceID, o.version, cfg.NATS.Engine.LeaseRolloutID(), time.Now())
-	m, err := newMetrics(o.registry, e)
+	n, err := node.New(node.Config{
+		Config:     cfg,
+		Log:        o.log.With(zap.String("instance_id", o.instanceID)),
+		Version:    o.version,
+		InstanceID: o.instanceID,
+		Services:   nodeServices(o.services),
+		Jobs:       o.jobs,
+		Registry:   o.registry,
+		Tree:       o.tree,
+		Failpoints: o.failpoints,
+		Tracer:     o.tracer,
+		Errors: node.Errors{Loaded: ErrLoaded, ShutDown: ErrShutDown, NoTarget: ErrNoTarget,
+			Rival: rivalError, StoreMismatch: storeMismatchError},
+	})
 	if err != nil {
 		return nil, err
 	}
-	e.metrics = m
-	return e, nil
+	return &Engine{n: n}, nil
 }
 
 // InstanceID is the engine's instance id: the lease holder's id and the owner of every
 // session it hosts.
-func (e *Engine) InstanceID() string { return e.opts.instanceID }
+func (e *Engine) InstanceID() string { return e.n.InstanceID() }
 
 // Config is the engine's configuration.
-func (e *Engine) Config() *config.Config { return e.cfg }
+func (e *Engine) Config() *config.Config { return e.n.Config() }
 
 // Registry holds the engine's metrics.
-func (e *Engine) Registry() *prometheus.Registry { return e.opts.registry }
+func (e *Engine) Registry() *prometheus.Registry { return e.n.Registry() }
 
 // NATSURL is the broker the engine connects to (the embedded one's once loaded).
-func (e *Engine) NATSURL() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.natsURL != "" {
-		return e.natsURL
-	}
-	return e.cfg.NATS.URL
-}
+func (e *Engine) NATSURL() string { return e.n.NATSURL() }
 
 // Role is the engine's effective role once loaded: serve or client (auto resolves to
 // one of them).
-func (e *Engine) Role() config.Role {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.role == "" {
-		return e.cfg.NATS.Engine.Role
-	}
-	return e.role
-}
+func (e *Engine) Role() config.Role { return e.n.Role() }
 
 // KeyValue is the keyvalue service: the local backend on a serving (or standby)
 // engine, a NATS client of the serving engine on a client engine.
-func (e *Engine) KeyValue() keyvalue.Store {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.kv
-}
+func (e *Engine) KeyValue() keyvalue.Store { return e.n.KeyValue() }
 
 // ObjectStorage is the object_storage service, like KeyValue.
-func (e *Engine) ObjectStorage() objectstorage.Store {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.objects
-}
+func (e *Engine) ObjectStorage() objectstorage.Store { return e.n.ObjectStorage() }
 
 // Done is closed once the engine has ended: shut down, or ended on its own because the
 // lease was lost or the standby timed out (Err says which).
-func (e *Engine) Done() <-chan struct{} { return e.done }
+func (e *Engine) Done() <-chan struct{} { return e.n.Done() }
 
 // Err is why the engine ended on its own, nil otherwise.
-func (e *Engine) Err() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.endErr
-}
+func (e *Engine) Err() error { return e.n.Err() }
 
 // Load starts the engine in its role. A serving engine claims the lease before it
 // opens any backend, so an engine refused (*lease.AlreadyServingError) leaves nothing
 // behind; a standby loads, returns, and serves once it takes the lease. An auto engine
 // that finds another serving becomes a client. A failed Load gives up the lease and
 // everything it started.
-func (e *Engine) Load(ctx context.Context) (err error) {
-	e.mu.Lock()
-	switch {
-	case e.stage == stageEnded && (e.end == nil || e.end.kind == endShutdown):
-		e.mu.Unlock()
-		return ErrShutDown
-	case e.stage != stageNew:
-		e.mu.Unlock()
-		return ErrLoaded
-	}
-	e.stage = stageLoading
-	e.mu.Unlock()
-	start := time.Now()
-	defer func() {
-		if err != nil {
-			// The one end, as every other; one begun meanwhile (a lost lease, a
-			// Shutdown) is joined.
-			if end, started := e.beginEnd(endFailedLoad, nil); end != nil {
-				_ = e.waitEnd(context.Background(), end, started)
-			}
-			return
-		}
-		e.metrics.loadSeconds.Set(time.Since(start).Seconds())
-		e.mu.Lock()
-		if e.stage == stageLoading {
-			e.stage = stageUp
-		}
-		e.mu.Unlock()
-	}()
-
-	// The configuration, the shared-backend check included, was validated by New:
-	// nothing has been touched yet.
-	e.tree.Start()
-	url, err := e.brokerURL(ctx)
-	if err != nil {
-		return err
-	}
-	role := e.cfg.NATS.Engine.Role
-	if role == config.RoleClient {
-		return e.loadClient(ctx, url)
-	}
-	state, err := e.claim(ctx, url)
-	var already *lease.AlreadyServingError
-	if errors.As(err, &already) && role == config.RoleAuto {
-		e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
-		e.stopOwnership()
-		return e.loadClient(ctx, url)
-	}
-	if err != nil {
-		return e.refusal(err)
-	}
-	return e.loadServing(ctx, state)
-}
+func (e *Engine) Load(ctx context.Context) error { return e.n.Load(ctx) }
 
 // Shutdown hands over: jobs stop, the lease is released, shared subscriptions end at
 // the broker, calls received are answered and sessions drain (up to drain_seconds),
@@ -386,10 +265,20 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 // once. Shutdown is safe to call twice and before Load; one that meets an end under
 // way (a step-down's, a lost lease's) waits for it, and cuts its handover short when
 // ctx ends.
-func (e *Engine) Shutdown(ctx context.Context) error {
-	end, started := e.beginEnd(endShutdown, nil)
-	if end == nil {
-		return nil
-	}
-	return e.waitEnd(ctx, end, started)
-}
+func (e *Engine) Shutdown(ctx context.Context) error { return e.n.Shutdown(ctx) }
+
+// InjectPanic makes one of the engine's actors panic, as a bug would, for the chaos
+// harness and tests: the actor is restarted in place and keeps what its spawner holds
+// (the lease, calls in flight, open sessions), except a transfer session's own actor,
+// whose session ends (its next call is NOT_FOUND).
+// Targets: "root", "ownership", "renewer", "fencer", "contender", "primary:<service>",
+// "transfer:object_storage", "overflow", "jobs", and "session:<session id>" for one
+// transfer session.
+func (e *Engine) InjectPanic(target string) error { return e.n.InjectPanic(target) }
+
+// SteppedDown reports whether the engine handed over because abi-engine step-down
+// asked it to (its end is then a clean one, as after SIGTERM).
+func (e *Engine) SteppedDown() bool { return e.n.SteppedDown() }
+
+// StepDownStay reports whether that step-down asked the process to stay as a standby.
+func (e *Engine) StepDownStay() bool { return e.n.StepDownStay() }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/node"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/protocol"
 	"github.com/abi-engine/engine/sessions"
@@ -143,31 +143,27 @@ func CallEpoch(ctx context.Context) (epoch uint64, ok bool) {
 	return actors.JobEpoch(ctx)
 }
 
-// servedEpoch is the Fence the engine gives an embedder's primary: it adopts the epoch
-// in the service's own Fence, if it has one, and remembers it for CallEpoch.
-type servedEpoch struct {
-	fence primaries.EpochFence
-	epoch atomic.Uint64
-}
-
-// AdoptEpoch implements primaries.EpochFence.
-func (f *servedEpoch) AdoptEpoch(ctx context.Context, epoch uint64) error {
-	if f.fence != nil {
-		if err := f.fence.AdoptEpoch(ctx, epoch); err != nil {
-			return err
+// nodeServices are the embedder's services as the engine's wiring builds them: each
+// operation and transfer handler carries the call's epoch (CallEpoch) and maps its
+// errors.
+func nodeServices(services []Service) []node.Service {
+	out := make([]node.Service, len(services))
+	for i, s := range services {
+		out[i] = node.Service{Name: s.Name, Fence: s.Fence, Primary: s.primary}
+		if len(s.Transfers) > 0 {
+			out[i].Transfers = s.transfers
 		}
 	}
-	f.epoch.Store(epoch)
-	return nil
+	return out
 }
 
 // primary is the primaries.Service of s: every operation carries the call's epoch and
 // maps its errors.
-func (s Service) primary(ep *servedEpoch) primaries.Service {
+func (s Service) primary(epoch func() uint64) primaries.Service {
 	ops := make(map[string]primaries.Operation, len(s.Operations))
 	for name, op := range s.Operations {
 		ops[name] = func(ctx context.Context, data []byte) ([]byte, error) {
-			out, err := op(context.WithValue(ctx, epochKey{}, ep.epoch.Load()), data)
+			out, err := op(context.WithValue(ctx, epochKey{}, epoch()), data)
 			if err != nil {
 				return nil, s.Errors.Map(err)
 			}
@@ -179,11 +175,11 @@ func (s Service) primary(ep *servedEpoch) primaries.Service {
 
 // transfers are s's transfer handlers, carrying the epoch and mapping errors like its
 // operations.
-func (s Service) transfers(ep *servedEpoch) map[string]sessions.Handler {
+func (s Service) transfers(epoch func() uint64) map[string]sessions.Handler {
 	hs := make(map[string]sessions.Handler, len(s.Transfers))
 	for name, h := range s.Transfers {
 		hs[name] = func(ctx context.Context, req sessions.TransferRequest) ([]byte, error) {
-			out, err := h(context.WithValue(ctx, epochKey{}, ep.epoch.Load()), req)
+			out, err := h(context.WithValue(ctx, epochKey{}, epoch()), req)
 			if err != nil {
 				return nil, s.Errors.Map(err)
 			}

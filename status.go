@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/abi-engine/engine/actors"
-	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/node"
 	"github.com/abi-engine/engine/lease"
 )
 
@@ -88,73 +88,42 @@ type LeaseStatus struct {
 // has confirmed that every member serves, and as the state before it until then. A
 // holder with a member that failed to serve shows as serving (it holds the lease, and
 // no other engine serves), and Readiness names the member.
-func (e *Engine) State() State {
-	e.mu.Lock()
-	role, own, root, up := e.role, e.ownership, e.root, e.upLocked()
-	e.mu.Unlock()
-	switch {
-	case !up:
-		return StateIdle
-	case role == config.RoleClient:
-		return StateClient
-	case own == nil:
-		return StateIdle
-	}
-	s := own.Status().State
-	if s != lease.StateServing {
-		return State(s.String())
-	}
-	if root == nil {
-		return StateIdle
-	}
-	if len(root.Failing()) > 0 {
-		return StateServing
-	}
-	return State(root.State().String())
-}
+func (e *Engine) State() State { return State(e.n.View().State) }
 
+// status is GET /status's body, from one view of where the engine stands.
 func (e *Engine) status() Status {
+	v := e.n.View()
 	s := Status{
 		InstanceID:  e.InstanceID(),
-		Role:        string(e.Role()),
-		State:       e.State(),
-		RolloutID:   e.cfg.NATS.Engine.RolloutID,
-		Version:     e.opts.version,
-		ActorPanics: e.metrics.panicCount.Load(),
+		Role:        string(v.Role),
+		State:       State(v.State),
+		RolloutID:   e.n.Config().NATS.Engine.RolloutID,
+		Version:     e.n.Version(),
+		ActorPanics: e.n.ActorPanics(),
 	}
-	e.mu.Lock()
-	own, set, root := e.ownership, e.serving, e.root
-	e.mu.Unlock()
-	if root != nil {
-		for _, f := range e.failingMembers(root) {
-			s.Failing = append(s.Failing, MemberStatus{Member: f.Member, Error: f.Err.Error(), Since: f.Since})
-		}
+	for _, f := range v.Failing {
+		s.Failing = append(s.Failing, MemberStatus{Member: f.Member, Error: f.Err.Error(), Since: f.Since})
 	}
 	s.Backends = []BackendStatus{}
-	if set != nil {
-		for _, h := range set.health {
-			b := BackendStatus{Service: h.Service(), Backend: h.Adapter(), Up: true}
-			if err := h.Down(); err != nil {
-				b.Up, b.Error = false, err.Error()
-			}
-			s.Backends = append(s.Backends, b)
+	for _, h := range e.n.Backends() {
+		b := BackendStatus{Service: h.Service, Backend: h.Adapter, Up: true}
+		if h.Down != nil {
+			b.Up, b.Error = false, h.Down.Error()
 		}
+		s.Backends = append(s.Backends, b)
 	}
-	if d := e.cfg.NATS.Discovery; d != nil {
-		s.Discovery = &DiscoveryStatus{Project: d.Project}
-		if set != nil && set.discovery != nil {
-			s.Discovery.Instances = set.discovery.Service().LiveInstances()
-		}
+	if d := e.n.Config().NATS.Discovery; d != nil {
+		s.Discovery = &DiscoveryStatus{Project: d.Project, Instances: e.n.DiscoveryInstances()}
 	}
-	if own != nil {
-		os := own.Status()
+	if v.HasLease {
+		os := v.Lease
 		s.Lease.Revision, s.Lease.Epoch = os.Revision, os.Epoch
 		if os.Holder.Known() || os.Holder != (lease.Holder{}) {
 			h := os.Holder
 			s.Lease.Holder = &h
 		}
 	}
-	if err := e.Readiness(); err != nil {
+	if err := e.readiness(v); err != nil {
 		s.NotReady = err.Error()
 	}
 	return s
@@ -164,18 +133,7 @@ func (e *Engine) status() Status {
 // "Epoch"): the fencing token that changes only when ownership changes, which every
 // shared backend checks at the commit of each write. An embedder's own services pass it
 // to their stores the same way. It is 0 while the engine does not serve.
-func (e *Engine) Epoch() uint64 {
-	if e.State() != StateServing {
-		return 0
-	}
-	e.mu.Lock()
-	own := e.ownership
-	e.mu.Unlock()
-	if own == nil {
-		return 0
-	}
-	return own.Status().Epoch
-}
+func (e *Engine) Epoch() uint64 { return e.n.Epoch() }
 
 // Status is the engine's status for GET /status.
 func (e *Engine) Status() any { return e.status() }
@@ -197,30 +155,32 @@ var errLoading = errors.New("engine: loading")
 // in, the backends that are down (docs/design.md §4.5), or a data store found ahead of the
 // lease's intact epoch record (*lease.StoreAheadError: repaired, but written by
 // something other than an engine), for as long as this engine holds the lease.
-func (e *Engine) Readiness() error {
-	e.mu.Lock()
-	up, set, root, own := e.upLocked(), e.serving, e.root, e.ownership
-	e.mu.Unlock()
-	if !up {
+func (e *Engine) Readiness() error { return e.readiness(e.n.View()) }
+
+// readiness is Readiness of the view v.
+func (e *Engine) readiness(v node.View) error {
+	if !v.Up {
 		return errLoading
 	}
-	switch st := e.State(); st {
+	switch st := State(v.State); st {
 	case StateServing:
-		if failing := e.failingMembers(root); len(failing) > 0 {
-			return fmt.Errorf("engine: serving, but %w", membersDown(failing))
+		if len(v.Failing) > 0 {
+			return fmt.Errorf("engine: serving, but %w", membersDown(v.Failing))
 		}
-		if set != nil {
-			if down := set.backendsDown(); len(down) > 0 {
-				return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
+		var down []error
+		for _, b := range e.n.Backends() {
+			if b.Down != nil {
+				down = append(down, b.Down)
 			}
 		}
-		if denied := e.metrics.nats.DeniedSubjects(); len(denied) > 0 {
+		if len(down) > 0 {
+			return fmt.Errorf("engine: serving, but %w", errors.Join(down...))
+		}
+		if denied := e.n.DeniedSubjects(); len(denied) > 0 {
 			return fmt.Errorf("engine: serving, but %w: %s", ErrPermissionDenied, strings.Join(denied, ", "))
 		}
-		if own != nil {
-			if err := own.Status().Tampered; err != nil {
-				return fmt.Errorf("engine: serving, but %w", err)
-			}
+		if v.HasLease && v.Lease.Tampered != nil {
+			return fmt.Errorf("engine: serving, but %w", v.Lease.Tampered)
 		}
 		return nil
 	case StateStandby, StateClient:
@@ -235,18 +195,6 @@ func (e *Engine) Readiness() error {
 // settings, a subscription refused): that service's calls go unanswered. Once it has
 // lasted a lease period the engine is not healthy either.
 var ErrMemberCannotServe = errors.New("a member cannot serve")
-
-// failingMembers are root's failing members while this engine holds the lease (none
-// otherwise: a standby's members are not told to serve).
-func (e *Engine) failingMembers(root interface{ Failing() []actors.MemberFailure }) []actors.MemberFailure {
-	e.mu.Lock()
-	own := e.ownership
-	e.mu.Unlock()
-	if root == nil || own == nil || own.Status().State != lease.StateServing {
-		return nil
-	}
-	return root.Failing()
-}
 
 // membersDown names each failing member, why and since when; it matches
 // ErrMemberCannotServe.
@@ -276,14 +224,12 @@ var errStuckMember = errors.New("engine: holding the lease")
 // the lease with a member that has failed to serve for more than a lease period, or
 // has been fenced for longer than a lease period without renewing again.
 func (e *Engine) Healthy() error {
-	e.mu.Lock()
-	own, root := e.ownership, e.root
-	e.mu.Unlock()
-	if own == nil {
+	v := e.n.View()
+	if !v.HasLease {
 		return nil
 	}
-	s := own.Status()
-	lp := e.cfg.NATS.Engine.Lease()
+	s := v.Lease
+	lp := e.n.Config().NATS.Engine.Lease()
 	since := time.Since(s.LastRenewed)
 	switch s.State {
 	case lease.StateServing:
@@ -294,8 +240,8 @@ func (e *Engine) Healthy() error {
 		// A member that cannot serve for a lease period is as stuck as a fence that
 		// lasts one: a restart is what a liveness probe can bring (and a rollout that
 		// waits for readiness does not go on meanwhile).
-		if failing := e.failingMembers(root); len(failing) > 0 && time.Since(failing[0].Since) > lp {
-			return fmt.Errorf("%w for longer than the lease (%s): %w", errStuckMember, lp, membersDown(failing))
+		if len(v.Failing) > 0 && time.Since(v.Failing[0].Since) > lp {
+			return fmt.Errorf("%w for longer than the lease (%s): %w", errStuckMember, lp, membersDown(v.Failing))
 		}
 	case lease.StateFenced:
 		// It fenced lease/2 after its last successful renewal.

@@ -1,8 +1,7 @@
-package engine
+package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -21,16 +20,13 @@ func (e *Engine) watchPanics(sys *actor.Engine) {
 
 func (e *Engine) actorPanicked(p actors.Panicked) {
 	kind := actors.Kind(p.PID)
-	e.metrics.panics.WithLabelValues(kind).Inc()
-	e.metrics.panicCount.Add(1)
+	e.metrics.Panics.WithLabelValues(kind).Inc()
+	e.metrics.PanicCount.Add(1)
 	// The panic's own stack is the one that matters, not the logger's.
 	e.log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("an actor panicked: it was restarted in place",
 		zap.String("actor", p.PID.String()), zap.String("kind", kind),
 		zap.String("reason", fmt.Sprint(p.Reason)), zap.String("stack", string(p.Stack)))
 }
-
-// ErrNoTarget is returned by InjectPanic for a target the engine does not have.
-var ErrNoTarget = errors.New("engine: no such actor")
 
 // InjectPanic makes one of the engine's actors panic, as a bug would, for the chaos
 // harness and tests: the actor is restarted in place and keeps what its spawner holds
@@ -44,7 +40,7 @@ func (e *Engine) InjectPanic(target string) error {
 	sys, own, root, set := e.actorSys, e.ownership, e.root, e.serving
 	e.mu.Unlock()
 	if sys == nil || own == nil {
-		return fmt.Errorf("%w: %q (the engine runs no actors)", ErrNoTarget, target)
+		return fmt.Errorf("%w: %q (the engine runs no actors)", e.opts.Errors.NoTarget, target)
 	}
 	var pid *actor.PID
 	switch {
@@ -65,7 +61,7 @@ func (e *Engine) InjectPanic(target string) error {
 		pid = set.named[target]
 	}
 	if pid == nil {
-		return fmt.Errorf("%w: %q", ErrNoTarget, target)
+		return fmt.Errorf("%w: %q", e.opts.Errors.NoTarget, target)
 	}
 	sys.Send(pid, actors.Kill{Reason: "injected by InjectPanic"})
 	return nil

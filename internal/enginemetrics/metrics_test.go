@@ -1,4 +1,4 @@
-package engine
+package enginemetrics
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/abi-engine/engine/protocol"
+	"go.uber.org/zap"
 )
 
 // The observer of one operation counts each call under its code and times it, holding
@@ -15,11 +16,11 @@ import (
 // BenchmarkCallObserver's to show.)
 func TestCallObserverCountsWithCachedHandles(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg, nil)
+	m, err := New(reg, false, "dev", zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	observe := m.call(protocol.KeyValue, protocol.OpGet)
+	observe := m.Call(protocol.KeyValue, protocol.OpGet)
 	observe("", time.Millisecond) // the first call of a code makes its counter
 	observe(protocol.NotFound, time.Millisecond)
 	if n := testing.AllocsPerRun(100, func() { observe("", time.Millisecond) }); n != 0 {
@@ -66,12 +67,12 @@ func TestCallObserverCountsWithCachedHandles(t *testing.T) {
 // BenchmarkCallObserver compares the observer holding its handles ("cached") with a
 // lookup by label values on every call ("lookup"), as the engine did before.
 func BenchmarkCallObserver(b *testing.B) {
-	m, err := newMetrics(prometheus.NewRegistry(), nil)
+	m, err := New(prometheus.NewRegistry(), false, "dev", zap.NewNop(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("cached", func(b *testing.B) {
-		observe := m.call(protocol.KeyValue, protocol.OpGet)
+		observe := m.Call(protocol.KeyValue, protocol.OpGet)
 		for b.Loop() {
 			observe("", time.Millisecond)
 		}

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import "github.com/abi-engine/engine/sessions"
 

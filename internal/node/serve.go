@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"github.com/abi-engine/engine/discovery"
 	"github.com/abi-engine/engine/internal/backendhealth"
 	"github.com/abi-engine/engine/internal/backends"
+	"github.com/abi-engine/engine/internal/enginemetrics"
 	"github.com/abi-engine/engine/internal/servicetree"
+	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
 	"github.com/abi-engine/engine/primaries/keyvalue"
@@ -43,9 +45,9 @@ type servingSet struct {
 	discovery   *discovery.Member // nil when nats.discovery is off
 	discoPID    *actor.PID
 	transfers   []*sessions.TransferHost
-	health      []*backendhealth.Health // one per backend
-	closers     []func() error          // backends, in the order they were opened
-	ids         map[string]identity     // how each kernel service's backend names its store (storeproof.go)
+	health      []*backendhealth.Health        // one per backend
+	closers     []func() error                 // backends, in the order they were opened
+	ids         map[string]storeproof.Identity // how each kernel service's backend names its store
 }
 
 // openSessions counts the transfer and overflow sessions open now.
@@ -64,7 +66,7 @@ func (s *servingSet) openSessions() int {
 func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
 	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
-	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
@@ -72,11 +74,11 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
-	set.ids = storeIdentities(e.cfg, kv)
+	set.ids = storeproof.Identities(e.cfg, kv)
 	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
 	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	set.kv = kv
-	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.failpoints, e.log)
+	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
 		return set, err
 	}
@@ -121,10 +123,10 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	fences := []primaries.EpochFence{kvFence, objFence}
 	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
 	// has one, and for CallEpoch.
-	epochs := make([]*servedEpoch, len(e.opts.services))
-	for i, svc := range e.opts.services {
+	epochs := make([]*servedEpoch, len(e.opts.Services))
+	for i, svc := range e.opts.Services {
 		epochs[i] = &servedEpoch{fence: svc.Fence}
-		services = append(services, svc.primary(epochs[i]))
+		services = append(services, svc.Primary(epochs[i].epoch.Load))
 		fences = append(fences, epochs[i])
 	}
 	if err := e.buildDiscovery(ctx, set, nc, tokens); err != nil {
@@ -139,8 +141,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			Fence:         fences[i],
 			Overflow:      overflow,
 			Uploads:       overflow,
-			OnCall:        e.metrics.call,
-			Failpoints:    e.opts.failpoints,
+			OnCall:        e.metrics.Call,
+			Failpoints:    e.opts.Failpoints,
 			Tracer:        e.callTracer(),
 			Tokens:        tokens,
 			OnNoTokens:    noTokens,
@@ -157,8 +159,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	}
 	hosts := []*sessions.TransferHost{transfers, overflow.TransferHost}
 	names := []string{"transfer:" + protocol.ObjectStorage, "overflow"}
-	for i, svc := range e.opts.services {
-		if len(svc.Transfers) == 0 {
+	for i, svc := range e.opts.Services {
+		if svc.Transfers == nil {
 			continue
 		}
 		// A transfer host of the service's own, on its own prefix, checking the lease
@@ -166,7 +168,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		h, err := sessions.NewTransferHost(nc, sessions.TransferConfig{
 			Prefix:     protocol.TransferPrefix(svc.Name),
 			Owner:      e.InstanceID(),
-			Handlers:   svc.transfers(epochs[i]),
+			Handlers:   svc.Transfers(epochs[i].epoch.Load),
 			LeaseValid: own.Gate().Valid,
 			Logger:     e.log,
 			Tokens:     auth.Tokens,
@@ -185,9 +187,9 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		set.members = append(set.members, pid)
 		set.named[names[i]] = pid
 	}
-	e.metrics.watchServing(set)
-	if len(e.opts.jobs) > 0 {
-		set.jobs, err = actors.NewJobsHost(e.opts.jobs, e.log, e.metrics.jobRun)
+	e.metrics.WatchServing(set.gauges)
+	if len(e.opts.Jobs) > 0 {
+		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.JobRun)
 		if err != nil {
 			return set, fmt.Errorf("engine: %w", err)
 		}
@@ -200,8 +202,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 // watchBackend puts an opened backend under a backendhealth.Health: its failures are counted,
 // logged and probed, and the set closes the health before the backend.
 func (e *Engine) watchBackend(set *servingSet, service, adapter string, probe func(context.Context) (bool, error), closeBackend func() error) *backendhealth.Health {
-	h := backendhealth.New(service, adapter, e.log, probe, e.metrics.backendErrors.WithLabelValues(service, adapter).Inc,
-		e.metrics.fencedWrites.WithLabelValues(service, adapter).Inc)
+	h := backendhealth.New(service, adapter, e.log, probe, e.metrics.BackendErrors.WithLabelValues(service, adapter).Inc,
+		e.metrics.FencedWrites.WithLabelValues(service, adapter).Inc)
 	set.health = append(set.health, h)
 	set.closers = append(set.closers, closeBackend, h.Close)
 	return h
@@ -318,4 +320,30 @@ func (s *servingSet) close() {
 		}
 	}
 	s.closers = nil
+}
+
+// withProof wraps fence so that each adoption publishes the id of service's store in
+// the lease bucket (package storeproof); fence is returned as it is when there is
+// nothing to publish.
+func (e *Engine) withProof(service string, fence primaries.EpochFence, id storeproof.Identity) primaries.EpochFence {
+	if e.leaseStore == nil {
+		return fence
+	}
+	return storeproof.WithProof(fence, service, e.InstanceID(), id, e.leaseStore, e.log)
+}
+
+// gauges are what a scrape of the metrics reads of the set.
+func (s *servingSet) gauges() enginemetrics.Gauges {
+	g := enginemetrics.Gauges{Sessions: s.openSessions()}
+	for _, p := range s.primaries {
+		g.InFlight = append(g.InFlight, enginemetrics.InFlight{Service: p.Name(), Calls: p.InFlight()})
+	}
+	if s.discovery != nil {
+		g.Discovery = &enginemetrics.Discovery{Project: s.discovery.Project(), InFlight: s.discovery.InFlight(),
+			Instances: s.discovery.Service().LiveInstances()}
+	}
+	for _, h := range s.health {
+		g.Backends = append(g.Backends, enginemetrics.Backend{Service: h.Service(), Adapter: h.Adapter(), Up: h.Down() == nil})
+	}
+	return g
 }

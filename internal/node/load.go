@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
+	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/supervisor"
@@ -35,7 +37,7 @@ func (e *Engine) loadClient(ctx context.Context, url string) error {
 		return err
 	}
 	e.tree.Add(svcClient, supervisor.NewConn(svcClient, nc, connFlush))
-	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.clientCounters),
+	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.ClientCounters),
 		client.WithDefaultTimeout(e.cfg.NATS.ClientTimeout()))
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
@@ -65,11 +67,16 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	}
 	e.leaseStore = store
 	// Before the claim: an engine refused here has written nothing.
-	known := map[string]bool{}
-	if err := e.checkRivals(ctx, nc, store, known); err != nil {
+	// The holders this check reads are known to the watch of rivals (watchRivals).
+	finder := rivals.NewFinder(nc, store, e.InstanceID(), e.cfg.NATS.JetStream.Domain, e.log)
+	rival, err := finder.Find(ctx)
+	if err != nil {
 		return 0, err
 	}
-	e.rivals = rivalWatch{store: store, known: known}
+	if rival != nil {
+		return 0, e.opts.Errors.Rival(*rival)
+	}
+	e.rivals = finder
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return 0, fmt.Errorf("engine: actor system: %w", err)
@@ -80,7 +87,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	// hollywood has no engine to stop: the actors service poisons the actors, in order.
 	e.tree.Add(svcActors, servicetree.OnStop{Name: svcActors, Stop: e.stopActors})
 	e.watchPanics(sys)
-	fp := e.opts.failpoints
+	fp := e.opts.Failpoints
 	var clock actors.Clock // the real one
 	if r := failpoint.Rate(fp); r != 1 {
 		clock = actors.RateClock(r)
@@ -96,7 +103,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 			Hot:            e.cfg.NATS.Engine.HotStandby(),
 		},
 		Logger:     e.log,
-		OnEvent:    e.metrics.leaseEvent,
+		OnEvent:    e.metrics.LeaseEvent,
 		Clock:      clock,
 		Failpoints: fp,
 		Auto:       e.cfg.NATS.Engine.Role == config.RoleAuto,
@@ -143,8 +150,12 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	}
 	if state == lease.StateStandby {
 		// Before the root exists: a refused standby never serves.
-		if err := e.proveShared(ctx, set.ids); err != nil {
+		m, err := storeproof.Prove(ctx, e.leaseStore, e.ownership.Status().Holder, set.ids, e.cfg, e.log)
+		if err != nil {
 			return err
+		}
+		if m != nil {
+			return e.opts.Errors.StoreMismatch(*m)
 		}
 	}
 	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{
@@ -155,9 +166,9 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		Successor:  set.waitSuccessor,
 		AnyStandby: set.anyStandby,
 		Sessions:   set.waitSessions,
-		OnPhase:    e.metrics.handoverPhase,
+		OnPhase:    e.metrics.HandoverPhase,
 		Logger:     e.log,
-		Failpoints: e.opts.failpoints,
+		Failpoints: e.opts.Failpoints,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

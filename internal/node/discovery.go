@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/discovery"
@@ -29,7 +28,7 @@ func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.C
 	if err != nil {
 		return fmt.Errorf("engine: nats.discovery: %w", err)
 	}
-	svc, err := discovery.New(store, discovery.Config{Lease: d.Lease(), Failpoints: e.opts.failpoints})
+	svc, err := discovery.New(store, discovery.Config{Lease: d.Lease(), Failpoints: e.opts.Failpoints})
 	if err != nil {
 		return fmt.Errorf("engine: nats.discovery: %w", err)
 	}
@@ -54,20 +53,6 @@ func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.C
 	e.log.Info("module discovery on", zap.String("project", d.Project), zap.Float64("lease_seconds", d.LeaseSeconds),
 		zap.String("bucket", discovery.Bucket(d.Project)))
 	return nil
-}
-
-// discoveryDesc counts the registry's live instances, as this engine last read or wrote
-// it; served only while discovery is on.
-var discoveryDesc = prometheus.NewDesc("abi_engine_discovery_instances",
-	"Live module instances in the discovery registry, as this engine last read or wrote it.", []string{"project"}, nil)
-
-// collectDiscovery adds discovery's calls in flight and its instances to a scrape.
-func (s *servingSet) collectDiscovery(ch chan<- prometheus.Metric) {
-	if s.discovery == nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(s.discovery.InFlight()), "discovery")
-	ch <- prometheus.MustNewConstMetric(discoveryDesc, prometheus.GaugeValue, float64(s.discovery.Service().LiveInstances()), s.discovery.Project())
 }
 
 // closeDiscovery stops the member's actor, then ends what it still serves and waits

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -65,10 +65,8 @@ func (c controlEngine) AsStandby() (control.Standby, bool) {
 		Hot: c.e.cfg.NATS.Engine.HotStandby()}, true
 }
 
-func (c controlEngine) Serving() bool {
-	own, root := c.handles()
-	return own != nil && root != nil && own.Status().State == lease.StateServing && root.Phase() == actors.PhaseRelaying
-}
+// Serving reports whether a step-down may begin (View.CanHandOver).
+func (c controlEngine) Serving() bool { return c.e.View().CanHandOver() }
 
 // HandOver directs the release and begins the engine's end with the handover
 // (lifecycle.go): the engine owns it, and a Shutdown waits for it and, when its ctx

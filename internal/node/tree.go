@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func (e *Engine) stopOrder() []string {
 
 // stopActors is the actors' part of the teardown: the handles are let go (the engine
 // reads as idle from now on), and the stopper stops the actors in the reverse order
-// they were built (stopper.go).
+// they were built (servicetree.Stopper).
 func (e *Engine) stopActors() {
 	e.mu.Lock()
 	root := e.root

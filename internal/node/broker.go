@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -165,7 +165,7 @@ func (e *Engine) connConfig(url, purpose string) (supervisor.ConnConfig, error) 
 		URL:            url,
 		Name:           connName(purpose),
 		Options:        opts,
-		OnAsyncError:   e.metrics.asyncError,
+		OnAsyncError:   e.metrics.AsyncError,
 		Timeout:        e.cfg.NATS.ClientTimeout(),
 		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
 	}, nil

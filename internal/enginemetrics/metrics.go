@@ -1,4 +1,9 @@
-package engine
+// Package enginemetrics is the engine's Prometheus metrics, all prefixed abi_engine_:
+// the counters the engine's parts add to as things happen (lease events, calls, job
+// runs, backend errors, panics), and the gauges a scrape reads of the engine at that
+// moment (its state from the one view, and the serving set's in-flight calls, sessions,
+// backends and discovery registry).
+package enginemetrics
 
 import (
 	"errors"
@@ -9,7 +14,6 @@ import (
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
-	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/natsevents"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/primaries"
@@ -21,9 +25,9 @@ import (
 )
 
 // metrics are the engine's Prometheus metrics, all prefixed abi_engine_ (docs/design.md §4.5).
-type metrics struct {
-	e    *Engine
-	auto bool // the engine's role is auto: a refusal makes it a client
+type Metrics struct {
+	view func() Scrape // where the engine stands, read at each scrape
+	auto bool          // the engine's role is auto: a refusal makes it a client
 
 	renewals       *prometheus.CounterVec
 	fences         prometheus.Counter
@@ -33,34 +37,73 @@ type metrics struct {
 	requestSeconds *prometheus.HistogramVec
 	handover       *prometheus.GaugeVec
 	jobRuns        *prometheus.CounterVec
-	backendErrors  *prometheus.CounterVec
-	fencedWrites   *prometheus.CounterVec
-	panics         *prometheus.CounterVec
-	panicCount     atomic.Uint64 // the sum of panics, for /status
-	loadSeconds    prometheus.Gauge
-	clientCounters *client.Counters
-	nats           *natsevents.Events // slow consumers and permission violations
+	BackendErrors  *prometheus.CounterVec
+	FencedWrites   *prometheus.CounterVec
+	Panics         *prometheus.CounterVec
+	PanicCount     atomic.Uint64 // the sum of panics, for /status
+	LoadSeconds    prometheus.Gauge
+	ClientCounters *client.Counters
+	NATS           *natsevents.Events // slow consumers and permission violations
 
-	mu  sync.Mutex
-	set *servingSet // for in-flight calls and open sessions
+	mu      sync.Mutex
+	serving func() Gauges // the serving set's, nil until there is one
+}
+
+// Scrape is what a scrape reads of where the engine stands.
+type Scrape struct {
+	State           string // one of the label values of abi_engine_state
+	Revision, Epoch uint64 // the lease's, 0 when the engine holds none
+}
+
+// Gauges are what a scrape reads of a serving (or standby) engine's members.
+type Gauges struct {
+	InFlight  []InFlight // by service
+	Sessions  int        // open transfer and overflow sessions
+	Discovery *Discovery // nil when nats.discovery is off
+	Backends  []Backend
+}
+
+// InFlight counts a service's calls received and not yet answered.
+type InFlight struct {
+	Service string
+	Calls   int
+}
+
+// Discovery is the module registry's gauges.
+type Discovery struct {
+	Project   string
+	InFlight  int // calls received and not yet answered
+	Instances int // live instances, as this engine last read or wrote the registry
+}
+
+// Backend is whether a service's backend answers.
+type Backend struct {
+	Service, Adapter string
+	Up               bool
 }
 
 var (
-	stateDesc    = prometheus.NewDesc("abi_engine_state", "1 for the engine's current state (idle, standby, serving, fenced, lost, released, client).", []string{"state"}, nil)
-	revisionDesc = prometheus.NewDesc("abi_engine_lease_revision", "The lease revision this engine holds (0 when it holds none).", nil, nil)
-	epochDesc    = prometheus.NewDesc("abi_engine_lease_epoch", "The epoch this engine holds: the fencing token its shared backends check, which changes only when ownership changes (0 when it holds none).", nil, nil)
-	inFlightDesc = prometheus.NewDesc("abi_engine_in_flight_calls", "Calls received and not yet answered, by service.", []string{"service"}, nil)
-	sessionsDesc = prometheus.NewDesc("abi_engine_open_sessions", "Open transfer and overflow sessions.", nil, nil)
-	clientDesc   = prometheus.NewDesc("abi_engine_client_calls_total", "Calls made by this engine's NATS clients (client role), by outcome.", []string{"outcome"}, nil)
-	backendDesc  = prometheus.NewDesc("abi_engine_backend_up", "1 while a service's backend answers, 0 while its probe fails, by service and backend.", []string{"service", "backend"}, nil)
+	stateDesc     = prometheus.NewDesc("abi_engine_state", "1 for the engine's current state (idle, standby, serving, fenced, lost, released, client).", []string{"state"}, nil)
+	revisionDesc  = prometheus.NewDesc("abi_engine_lease_revision", "The lease revision this engine holds (0 when it holds none).", nil, nil)
+	epochDesc     = prometheus.NewDesc("abi_engine_lease_epoch", "The epoch this engine holds: the fencing token its shared backends check, which changes only when ownership changes (0 when it holds none).", nil, nil)
+	inFlightDesc  = prometheus.NewDesc("abi_engine_in_flight_calls", "Calls received and not yet answered, by service.", []string{"service"}, nil)
+	sessionsDesc  = prometheus.NewDesc("abi_engine_open_sessions", "Open transfer and overflow sessions.", nil, nil)
+	clientDesc    = prometheus.NewDesc("abi_engine_client_calls_total", "Calls made by this engine's NATS clients (client role), by outcome.", []string{"outcome"}, nil)
+	discoveryDesc = prometheus.NewDesc("abi_engine_discovery_instances",
+		"Live module instances in the discovery registry, as this engine last read or wrote it.", []string{"project"}, nil)
+	backendDesc = prometheus.NewDesc("abi_engine_backend_up", "1 while a service's backend answers, 0 while its probe fails, by service and backend.", []string{"service", "backend"}, nil)
 )
 
-var allStates = []State{StateIdle, StateStandby, StateServing, StateFenced, StateLost, StateReleased, StateClient}
+// allStates are the values of abi_engine_state's label, in the order of /status's docs.
+var allStates = []string{"idle", lease.StateStandby.String(), lease.StateServing.String(), lease.StateFenced.String(),
+	lease.StateLost.String(), lease.StateReleased.String(), "client"}
 
-func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
-	m := &metrics{
-		e:    e,
-		auto: e != nil && e.cfg.NATS.Engine.Role == config.RoleAuto,
+// New registers the engine's metrics in reg: auto is whether the engine's role is
+// auto, version its version (build_info), view how a scrape reads where it stands.
+func New(reg prometheus.Registerer, auto bool, version string, log *zap.Logger, view func() Scrape) (*Metrics, error) {
+	m := &Metrics{
+		view: view,
+		auto: auto,
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_lease_renewals_total",
 			Help: "Lease renewals by result (ok, failed)."}, []string{"result"}),
 		fences: prometheus.NewCounter(prometheus.CounterOpts{Name: "abi_engine_lease_fences_total",
@@ -78,16 +121,16 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 			Help: "Duration of each phase of the last handover."}, []string{"phase"}),
 		jobRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_job_runs_total",
 			Help: "Job runs by job and result (ok, failed)."}, []string{"job", "result"}),
-		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_backend_errors_total",
+		BackendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_backend_errors_total",
 			Help: "Calls that failed in a service's backend (UNAVAILABLE, INTERNAL), by service and backend."}, []string{"service", "backend"}),
-		fencedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_fenced_writes_total",
+		FencedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_fenced_writes_total",
 			Help: "Writes a shared backend refused because this engine's epoch was stale (another engine took over), by service and backend."}, []string{"service", "backend"}),
-		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_actor_panics_total",
+		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "abi_engine_actor_panics_total",
 			Help: "Actor panics recovered (the actor was restarted in place), by actor kind."}, []string{"actor"}),
-		loadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
+		LoadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_load_seconds",
 			Help: "How long Load took."}),
-		clientCounters: client.NewCounters(),
-		nats:           natsevents.New(engineLog(e)),
+		ClientCounters: client.NewCounters(),
+		NATS:           natsevents.New(log),
 	}
 	// The collectors every Go service exposes (docs/design.md §4.5). An embedder's registry
 	// (WithRegistry) may hold them already.
@@ -97,7 +140,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{m.renewals, m.fences, m.takeovers, m.leaseEvents, m.requests,
-		m.requestSeconds, m.handover, m.jobRuns, m.backendErrors, m.fencedWrites, m.panics, m.loadSeconds, m.nats, m, buildInfo(e)} {
+		m.requestSeconds, m.handover, m.jobRuns, m.BackendErrors, m.FencedWrites, m.Panics, m.LoadSeconds, m.NATS, m, buildInfo(version)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -108,10 +151,9 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 // buildInfo is abi_engine_build_info, always 1: the version of each scraped engine as a
 // label, so a dashboard or an alert can tell which version runs where (and a rollout's
 // two versions apart) with a join, as Prometheus' own *_build_info metrics do.
-func buildInfo(e *Engine) prometheus.Collector {
-	version := "dev"
-	if e != nil && e.me.Version != "" {
-		version = e.me.Version
+func buildInfo(version string) prometheus.Collector {
+	if version == "" {
+		version = "dev"
 	}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "abi_engine_build_info",
 		Help:        "Always 1; its labels are the engine's version and the Go version it was built with.",
@@ -120,13 +162,13 @@ func buildInfo(e *Engine) prometheus.Collector {
 	return g
 }
 
-// asyncError is every connection's supervisor.ConnConfig.OnAsyncError.
-func (m *metrics) asyncError(sub *nats.Subscription, err error) { m.nats.AsyncError(sub, err) }
+// AsyncError is every connection's supervisor.ConnConfig.OnAsyncError.
+func (m *Metrics) AsyncError(sub *nats.Subscription, err error) { m.NATS.AsyncError(sub, err) }
 
-// leaseEvent counts a lease event (the ownership actor's OnEvent). An auto engine
+// LeaseEvent counts a lease event (the ownership actor's OnEvent). An auto engine
 // refused becomes a client: that is counted as event="client", so "refused", which
 // operations.md says to alert on, counts only engines that could not start.
-func (m *metrics) leaseEvent(ev lease.Event) {
+func (m *Metrics) LeaseEvent(ev lease.Event) {
 	kind := ev.Kind.String()
 	if ev.Kind == lease.EventRefused && m.auto {
 		kind = "client"
@@ -144,11 +186,11 @@ func (m *metrics) leaseEvent(ev lease.Event) {
 	}
 }
 
-// call is primaries.Config.OnCall: the observer of one operation's calls, holding its
+// Call is primaries.Config.OnCall: the observer of one operation's calls, holding its
 // metric handles, so a call costs two atomic updates and no label lookup (which hashes
 // every label value and takes a lock, a few per cent of a busy engine's CPU). A
 // counter per code is made the first time a call ends with that code.
-func (m *metrics) call(service, operation string) primaries.CallObserver {
+func (m *Metrics) Call(service, operation string) primaries.CallObserver {
 	seconds := m.requestSeconds.WithLabelValues(service, operation)
 	byCode := make([]atomic.Pointer[prometheus.Counter], len(protocol.Codes)+1) // OK first, then protocol.Codes
 	return func(code protocol.Code, d time.Duration) {
@@ -172,7 +214,7 @@ func (m *metrics) call(service, operation string) primaries.CallObserver {
 	}
 }
 
-// codeIndex is the index of code in call's byCode: 0 for success, -1 for a code the
+// codeIndex is the index of code in Call's byCode: 0 for success, -1 for a code the
 // protocol does not have.
 func codeIndex(code protocol.Code) int {
 	if code == "" {
@@ -186,11 +228,13 @@ func codeIndex(code protocol.Code) int {
 	return -1
 }
 
-func (m *metrics) handoverPhase(phase actors.Phase, d time.Duration) {
+// HandoverPhase is the root's OnPhase: how long a phase of the last handover took.
+func (m *Metrics) HandoverPhase(phase actors.Phase, d time.Duration) {
 	m.handover.WithLabelValues(phase.String()).Set(d.Seconds())
 }
 
-func (m *metrics) jobRun(job string, _ time.Duration, err error) {
+// JobRun counts a job's run by its result.
+func (m *Metrics) JobRun(job string, _ time.Duration, err error) {
 	result := "ok"
 	if err != nil {
 		result = "failed"
@@ -198,61 +242,57 @@ func (m *metrics) jobRun(job string, _ time.Duration, err error) {
 	m.jobRuns.WithLabelValues(job, result).Inc()
 }
 
-func (m *metrics) watchServing(set *servingSet) {
+// WatchServing makes every scrape read the serving set's gauges.
+func (m *Metrics) WatchServing(gauges func() Gauges) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.set = set
+	m.serving = gauges
 }
 
 // Describe implements prometheus.Collector for the values read at scrape time.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{stateDesc, revisionDesc, epochDesc, inFlightDesc, sessionsDesc, clientDesc, backendDesc, discoveryDesc} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	state := m.e.State()
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	view := m.view()
 	for _, s := range allStates {
 		v := 0.0
-		if s == state {
+		if s == view.State {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, string(s))
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, s)
 	}
-	ls := m.e.status().Lease
-	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(ls.Revision))
-	ch <- prometheus.MustNewConstMetric(epochDesc, prometheus.GaugeValue, float64(ls.Epoch))
+	ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(view.Revision))
+	ch <- prometheus.MustNewConstMetric(epochDesc, prometheus.GaugeValue, float64(view.Epoch))
 	m.mu.Lock()
-	set := m.set
+	serving := m.serving
 	m.mu.Unlock()
-	if set != nil {
-		for _, p := range set.primaries {
-			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(p.InFlight()), p.Name())
+	if serving != nil {
+		g := serving()
+		for _, f := range g.InFlight {
+			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(f.Calls), f.Service)
 		}
-		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(set.openSessions()))
-		set.collectDiscovery(ch)
-		for _, h := range set.health {
-			up := 1.0
-			if h.Down() != nil {
-				up = 0
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(g.Sessions))
+		if d := g.Discovery; d != nil {
+			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(d.InFlight), "discovery")
+			ch <- prometheus.MustNewConstMetric(discoveryDesc, prometheus.GaugeValue, float64(d.Instances), d.Project)
+		}
+		for _, b := range g.Backends {
+			up := 0.0
+			if b.Up {
+				up = 1
 			}
-			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, h.Service(), h.Adapter())
+			ch <- prometheus.MustNewConstMetric(backendDesc, prometheus.GaugeValue, up, b.Service, b.Adapter)
 		}
 	}
-	st := m.clientCounters.Snapshot()
+	st := m.ClientCounters.Snapshot()
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Calls), "calls")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.Retries), "retries")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.GiveUps), "give_ups")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.NoResponders), "no_responders")
 	ch <- prometheus.MustNewConstMetric(clientDesc, prometheus.CounterValue, float64(st.OverflowResends), "overflow_resends")
-}
-
-// engineLog is e's logger; a Nop for the metrics of no engine (a test's).
-func engineLog(e *Engine) *zap.Logger {
-	if e == nil || e.log == nil {
-		return zap.NewNop()
-	}
-	return e.log
 }
