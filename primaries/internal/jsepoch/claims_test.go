@@ -131,4 +131,3 @@ func fenceBurst(t *testing.T, ctx context.Context, j js.JetStream, f *Fence, sub
 	}
 	return int(undecided.Load())
 }
-
