@@ -183,8 +183,12 @@ func (h *harness) waitFor(within time.Duration, what string, cond func() bool) e
 	return nil
 }
 
-// startBroker starts a single JetStream broker.
+// startBroker starts a single JetStream broker, or with Options.Cluster a 3-node
+// cluster (startCluster).
 func (h *harness) startBroker() error {
+	if h.opts.Cluster {
+		return h.startCluster()
+	}
 	srv, err := broker.Start(filepath.Join(h.work, "broker"))
 	if err != nil {
 		return err
