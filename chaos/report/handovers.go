@@ -27,6 +27,10 @@ type Handover struct {
 	GapFrom time.Time `json:"gap_from,omitzero"`
 	// Replies counts the successful replies in the window.
 	Replies int `json:"replies"`
+	// Steady is the same measure over a window as long as [At, Until] with no handover
+	// in it, halfway between Until and the next handover (or the last reply): what the
+	// machine's own noise gives, to read Gap against. 0 when there was no room.
+	Steady time.Duration `json:"steady_gap_ns"`
 }
 
 // Handovers measures the gap of each handover of hvs (At and Until set) in the calls
@@ -42,22 +46,39 @@ func Handovers(h []bench.Op, hvs []Handover) []Handover {
 	slices.SortFunc(oks, func(a, b time.Time) int { return a.Compare(b) })
 	out := make([]Handover, len(hvs))
 	for i, hv := range hvs {
-		hv.Gap, hv.GapFrom, hv.Replies = 0, time.Time{}, 0
-		j, _ := slices.BinarySearchFunc(oks, hv.At, func(ok, t time.Time) int { return ok.Compare(t) })
-		for ; j < len(oks) && !oks[j].After(hv.Until); j++ {
-			// A reply exactly at At is after the handover began: the stretch before it
-			// counts.
-			hv.Replies++
-			if j == 0 {
-				continue
-			}
-			if d := oks[j].Sub(oks[j-1]); d > hv.Gap {
-				hv.Gap, hv.GapFrom = d, oks[j-1]
-			}
+		hv.Gap, hv.GapFrom, hv.Replies = longestGap(oks, hv.At, hv.Until)
+		hv.Steady = 0
+		limit := time.Time{}
+		switch {
+		case i+1 < len(hvs):
+			limit = hvs[i+1].At
+		case len(oks) > 0:
+			limit = oks[len(oks)-1]
+		}
+		span := hv.Until.Sub(hv.At)
+		if from := hv.Until.Add(limit.Sub(hv.Until) / 2); !limit.IsZero() && !from.Add(span).After(limit) {
+			hv.Steady, _, _ = longestGap(oks, from, from.Add(span))
 		}
 		out[i] = hv
 	}
 	return out
+}
+
+// longestGap is the longest stretch between successive replies of oks (sorted) whose
+// later reply falls in [from, to], when it began, and how many replies fell there.
+func longestGap(oks []time.Time, from, to time.Time) (gap time.Duration, began time.Time, replies int) {
+	j, _ := slices.BinarySearchFunc(oks, from, func(ok, t time.Time) int { return ok.Compare(t) })
+	for ; j < len(oks) && !oks[j].After(to); j++ {
+		// A reply exactly at from is in the window: the stretch before it counts.
+		replies++
+		if j == 0 {
+			continue
+		}
+		if d := oks[j].Sub(oks[j-1]); d > gap {
+			gap, began = d, oks[j-1]
+		}
+	}
+	return gap, began, replies
 }
 
 // writeHandovers prints the handovers' gaps: a summary line, then one line each.
@@ -69,19 +90,38 @@ func (r *Report) writeHandovers(w io.Writer) error {
 	for i, hv := range r.Handovers {
 		gaps[i] = hv.Gap
 	}
-	slices.Sort(gaps)
-	fmt.Fprintf(w, "\nhandovers: %d; longest time without a successful reply per handover: median %s, max %s\n",
-		len(gaps), ms(gaps[(len(gaps)-1)/2]), ms(gaps[len(gaps)-1]))
+	steady := make([]time.Duration, 0, len(r.Handovers))
+	for _, hv := range r.Handovers {
+		if hv.Steady > 0 {
+			steady = append(steady, hv.Steady)
+		}
+	}
+	fmt.Fprintf(w, "\nhandovers: %d; longest time without a successful reply per handover: %s", len(gaps), medianMax(gaps))
+	if len(steady) > 0 {
+		fmt.Fprintf(w, "; in as long a window without one: %s", medianMax(steady))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HANDOVER\tAT\tOVER AT\tNO REPLY FOR\tFROM\tREPLIES")
+	fmt.Fprintln(tw, "HANDOVER\tAT\tOVER AT\tNO REPLY FOR\tFROM\tREPLIES\tWITHOUT ONE")
 	for i, hv := range r.Handovers {
 		from := "-"
 		if !hv.GapFrom.IsZero() {
 			from = "+" + offset(hv.GapFrom.Sub(r.Start))
 		}
-		fmt.Fprintf(tw, "%d\t+%s\t+%s\t%s\t%s\t%d\n", i+1, offset(hv.At.Sub(r.Start)), offset(hv.Until.Sub(r.Start)), ms(hv.Gap), from, hv.Replies)
+		steady := "-"
+		if hv.Steady > 0 {
+			steady = ms(hv.Steady)
+		}
+		fmt.Fprintf(tw, "%d\t+%s\t+%s\t%s\t%s\t%d\t%s\n", i+1, offset(hv.At.Sub(r.Start)), offset(hv.Until.Sub(r.Start)), ms(hv.Gap), from, hv.Replies, steady)
 	}
 	return tw.Flush()
+}
+
+// medianMax prints the median and the largest of ds.
+func medianMax(ds []time.Duration) string {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("median %s, max %s", ms(s[(len(s)-1)/2]), ms(s[len(s)-1]))
 }
 
 // ms prints d in milliseconds to a tenth.
