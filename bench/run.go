@@ -29,7 +29,8 @@ import (
 //
 // Before the run, the "get" workloads seed the key space, and a failure there is
 // Run's error. After it, cfg.Cleanup deletes the key space even when ctx has ended, each
-// call bounded by cfg.Timeout. A write that ctx interrupted was already sent: a server
+// call bounded by cfg.Timeout. Seeding and cleanup make at most 64 calls at once,
+// whatever the concurrency. A write that ctx interrupted was already sent: a server
 // that handles each operation on its own subscription may apply it after the cleanup's
 // delete of its key, which then stays. A failed cleanup returns the report together with an
 // error. The report's aggregates cover the measured run only; its History (unless
@@ -215,8 +216,17 @@ func (e *expectation) accepts(read Op) bool {
 	return read.Found && (read.Output == e.last || slices.Contains(e.possible, read.Output))
 }
 
-// phase runs fn over the whole key space with up to Concurrency goroutines, which it
-// waits for, and returns the first error; after one, no new key is started.
+// setupConcurrency bounds the calls the seeding and the cleanup have in flight. They
+// measure nothing, and an engine handles nats.max_concurrent_requests calls of a
+// service at once (64 by default) and queues the others: at 512 requesters, 512
+// deletes of 1,024 keys at once (each a read and an atomic batch on JetStream) queued
+// long enough in a loaded engine for some to pass the call timeout, failing the run
+// after its measurement.
+const setupConcurrency = 64
+
+// phase runs fn over the whole key space with up to Concurrency goroutines (at most
+// setupConcurrency), which it waits for, and returns the first error; after one, no
+// new key is started.
 func (d *driver) phase(ctx context.Context, fn func(ctx context.Context, g, idx int, buf []byte) error) error {
 	var (
 		next   atomic.Int64
@@ -225,7 +235,7 @@ func (d *driver) phase(ctx context.Context, fn func(ctx context.Context, g, idx 
 		first  error
 		wg     sync.WaitGroup
 	)
-	for g := range min(d.cfg.Concurrency, d.cfg.Keys) {
+	for g := range min(d.cfg.Concurrency, d.cfg.Keys, setupConcurrency) {
 		wg.Go(func() {
 			buf := slices.Clone(d.pad)
 			for !failed.Load() {

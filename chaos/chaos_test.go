@@ -195,6 +195,9 @@ func TestRunRefuses(t *testing.T) {
 	if _, err := Run(ctx, "zombie-write", Options{Binary: "abi-engine", Workload: nameOnly("counters")}); err == nil || !strings.Contains(err.Error(), "only the keyvalue workload, not counters") {
 		t.Fatalf("a keyvalue-only scenario with another workload: %v", err)
 	}
+	if _, err := Run(ctx, "broker-restart", Options{Cluster: true}); err == nil || !strings.Contains(err.Error(), "one broker only") || !strings.Contains(err.Error(), "zombie-write") {
+		t.Fatalf("a one-broker scenario on a cluster: %v", err)
+	}
 	if _, err := Run(ctx, "partition", Options{Lease: 500 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "500ms") {
 		t.Fatalf("lease below the minimum: %v", err)
 	}
@@ -238,6 +241,9 @@ func TestScenariosAndCommand(t *testing.T) {
 		t.Fatalf("command %q", got)
 	}
 	if got := Command("partition", Options{Seed: 1, Lease: 2 * time.Second}); !strings.HasSuffix(got, "--lease 2s") {
+		t.Fatalf("command %q", got)
+	}
+	if got := Command("zombie-write", Options{Seed: 1, Cluster: true}); !strings.HasSuffix(got, " --cluster") {
 		t.Fatalf("command %q", got)
 	}
 	// The same seed draws the same schedule; another scenario or seed another one.

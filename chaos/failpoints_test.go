@@ -118,6 +118,23 @@ func TestSkipEpochFailsNoStaleWrite(t *testing.T) {
 	failed(t, "zombie-write", Options{Failpoints: Failpoints{Holder: "skip-epoch"}}, "no-stale-write")
 }
 
+// On a 3-node cluster the buckets are R3, where the server judges expectations one
+// subject at a time and the writes claim their check shards: the stale write is still
+// refused by the epoch, and is stored without it.
+func TestZombieWriteOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster: not in -short")
+	}
+	requirePassed(t, runScenario(t, "zombie-write", Options{Seed: ciSeed, Cluster: true}))
+}
+
+func TestSkipEpochFailsNoStaleWriteOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster: not in -short")
+	}
+	failed(t, "zombie-write", Options{Failpoints: Failpoints{Holder: "skip-epoch"}, Cluster: true}, "no-stale-write")
+}
+
 func TestSkipEpochFailsNoStaleWriteOnPostgres(t *testing.T) {
 	failed(t, "zombie-write", Options{Failpoints: Failpoints{Holder: "skip-epoch"}, KeyValue: KeyValuePostgres, PostgresURL: postgresURL(t)}, "no-stale-write")
 }

@@ -63,6 +63,9 @@ type harness struct {
 	commits commitLog
 	// cycleStarts is when each fault cycle began (cycles.go).
 	cycleStarts []time.Time
+	// handovers are the handovers under traffic (handOver, handedOver), for the gaps
+	// the report measures.
+	handovers []report.Handover
 	// secret is the service tokens' secret of the engines, in the file secretPath; nil
 	// for none (protobuf.go).
 	secret     []byte
@@ -105,6 +108,23 @@ func (h *harness) event(kind, subject, format string, args ...any) time.Time {
 // fault records an injected fault.
 func (h *harness) fault(subject, format string, args ...any) time.Time {
 	return h.event(report.KindFault, subject, format, args...)
+}
+
+// handOver records a fault that tells the serving engine to hand over to a standby,
+// under traffic, and handedOver when the scenario saw it over: the report measures the
+// callers' gap in between (report.Handovers).
+func (h *harness) handOver(subject, format string, args ...any) {
+	at := h.fault(subject, format, args...)
+	h.mu.Lock()
+	h.handovers = append(h.handovers, report.Handover{At: at})
+	h.mu.Unlock()
+}
+
+func (h *harness) handedOver() {
+	now := time.Now()
+	h.mu.Lock()
+	h.handovers[len(h.handovers)-1].Until = now
+	h.mu.Unlock()
 }
 
 // check records checker results.
@@ -163,8 +183,12 @@ func (h *harness) waitFor(within time.Duration, what string, cond func() bool) e
 	return nil
 }
 
-// startBroker starts a single JetStream broker.
+// startBroker starts a single JetStream broker, or with Options.Cluster a 3-node
+// cluster (startCluster).
 func (h *harness) startBroker() error {
+	if h.opts.Cluster {
+		return h.startCluster()
+	}
 	srv, err := broker.Start(filepath.Join(h.work, "broker"))
 	if err != nil {
 		return err
@@ -468,6 +492,16 @@ func (h *harness) report(runErr error) *Report {
 		r.Instances = append(r.Instances, m.info())
 	}
 	r.Cycles = h.reportCycles(h.start.Add(elapsed))
+	h.mu.Lock()
+	var hvs []report.Handover
+	for _, hv := range h.handovers {
+		if hv.Until.IsZero() { // the run ended during it
+			hv.Until = h.start.Add(elapsed)
+		}
+		hvs = append(hvs, hv)
+	}
+	r.Handovers = report.Handovers(hist, hvs)
+	h.mu.Unlock()
 	r.BucketWidth, r.Series = report.Series(hist, h.start, elapsed)
 	return r
 }

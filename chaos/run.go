@@ -77,6 +77,10 @@ type Options struct {
 	// requires tokens signed with it (nats.jwt_secret_file) and the harness's clients
 	// sign theirs.
 	JWTSecret []byte
+	// Cluster runs a scenario that starts one broker (Scenario.OnCluster) on a 3-node
+	// cluster of 127.0.0.1 instead, its buckets and the lease R3: zombie-write then
+	// shows the epoch refusing a stale write on a replicated bucket.
+	Cluster bool
 	// Protobuf adds to the keyvalue traffic the same mix of calls in protobuf, as the
 	// Python clients make them, on keys of their own and at once: a run then shows
 	// that handovers lose no call of either codec. Protobuf calls need service tokens,
@@ -118,6 +122,9 @@ type Scenario struct {
 	// Cluster is true when the scenario runs a 3-node cluster, whose start alone takes
 	// up to about ten seconds.
 	Cluster bool
+	// OnCluster is true when the scenario may run on a 3-node cluster instead of one
+	// broker (Options.Cluster).
+	OnCluster bool
 	// Failpoints is true when the scenario needs fail points (a -tags failpoints
 	// build, of the harness and of Options.Binary).
 	Failpoints bool
@@ -158,6 +165,7 @@ func Scenarios() []Scenario {
 			Processes:    true,
 			Failpoints:   true,
 			KeyValueOnly: true,
+			OnCluster:    true,
 			run:          zombieWrite,
 		},
 		{
@@ -233,6 +241,17 @@ func Names() []string {
 	return out
 }
 
+// onCluster lists the scenarios that may run on a 3-node cluster.
+func onCluster() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		if s.OnCluster || s.Cluster {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // ErrUnknownScenario is returned by Run for a name Scenarios does not list.
 var ErrUnknownScenario = errors.New("chaos: unknown scenario")
 
@@ -253,6 +272,9 @@ func Command(name string, opts Options) string {
 	}
 	if opts.KeyValue == KeyValuePostgres {
 		cmd += " --keyvalue postgres --postgres-url " + redact.String(opts.PostgresURL)
+	}
+	if opts.Cluster {
+		cmd += " --cluster"
 	}
 	return cmd
 }
@@ -275,6 +297,9 @@ func Run(ctx context.Context, name string, opts Options) (*Report, error) {
 	}
 	if sc.Processes && opts.Binary == "" && opts.Engine == nil {
 		return nil, fmt.Errorf("chaos: scenario %q runs engine processes and needs the abi-engine binary (Options.Binary), or an engine constructor (Options.Engine) served by EngineProcess", name)
+	}
+	if opts.Cluster && !sc.OnCluster && !sc.Cluster {
+		return nil, fmt.Errorf("chaos: scenario %q runs on one broker only (its faults are the broker's own or it counts on one server); a 3-node cluster runs %s", name, strings.Join(onCluster(), ", "))
 	}
 	if sc.KeyValueOnly && opts.Workload != nil {
 		return nil, fmt.Errorf("chaos: scenario %q checks the keyvalue traffic's own writes in storage, so it runs only the keyvalue workload, not %s", name, opts.Workload.Name())

@@ -40,7 +40,7 @@ func handover(h *harness) error {
 		if err := h.sleep(h.between(0, h.lease/2)); err != nil {
 			return err
 		}
-		h.fault(cur.nm, "Shutdown: hand over to %s", next.nm)
+		h.handOver(cur.nm, "Shutdown: hand over to %s", next.nm)
 		cur.stopped = true
 		if err := cur.shutdown(); err != nil {
 			h.expect("handed-over", false, "%s: %v", cur.nm, err)
@@ -48,6 +48,7 @@ func handover(h *harness) error {
 		if err := h.waitFor(5*h.lease, next.nm+" serving", func() bool { return next.mon.current() == "serving" }); err != nil {
 			return err
 		}
+		h.handedOver()
 		cur = next
 	}
 	if err := h.sleep(h.lease); err != nil {

@@ -37,7 +37,7 @@ func rollingDeploy(h *harness) error {
 		if err := h.sleep(h.between(0, h.lease/2)); err != nil {
 			return err
 		}
-		h.fault(cur.nm, "SIGTERM: hand over to %s", next.nm)
+		h.handOver(cur.nm, "SIGTERM: hand over to %s", next.nm)
 		want[cur] = 0
 		if err := cur.p.Terminate(); err != nil {
 			return err
@@ -48,6 +48,7 @@ func rollingDeploy(h *harness) error {
 		if err := h.waitFor(5*h.lease, next.nm+" serving", func() bool { return next.mon.current() == "serving" }); err != nil {
 			return err
 		}
+		h.handedOver()
 		cur = next
 	}
 	if err := h.sleep(h.lease / 2); err != nil {

@@ -82,6 +82,10 @@ type Report struct {
 	// one did (the last to the end of the run); a check of a repeating scenario judges
 	// each on its own, and its violations name the cycle.
 	Cycles []check.Cycle `json:"cycles,omitempty"`
+	// Handovers are the deploys of a scenario that hands over under traffic
+	// (rolling-deploy, handover), each with the longest time its callers went without
+	// a successful reply.
+	Handovers []Handover `json:"handovers,omitempty"`
 	// Events are everything that happened, in order: every fault, lease change, engine
 	// state, exit and step.
 	Events []Event `json:"events"`
@@ -195,9 +199,13 @@ func (r *Report) Table(w io.Writer) error {
 		slices.Sort(codes)
 		fmt.Fprintf(&b, "  failures: %s\n", strings.Join(codes, ", "))
 	}
-	if _, err := io.WriteString(w, b.String()+"\n"); err != nil {
+	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
+	if err := r.writeHandovers(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT\tSUMMARY")

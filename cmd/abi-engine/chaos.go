@@ -99,6 +99,7 @@ secret of the run's own.`,
 	f.Float64Var(&opts.ClockRate, "clock-rate", 1.5, "clock-skew: how fast the fast engine's lease clock runs against the real one")
 	f.StringVar(&opts.KeyValue, "keyvalue", chaos.KeyValueJetStream, "the keyvalue backend the engines share: jetstream or postgres")
 	f.StringVar(&opts.PostgresURL, "postgres-url", "", "the PostgreSQL database of --keyvalue postgres (a table of the run's own is created and dropped)")
+	f.BoolVar(&opts.Cluster, "cluster", false, "run on a 3-node cluster with R3 buckets instead of one broker (zombie-write)")
 	f.BoolVar(&opts.Protobuf, "protobuf", false, "also drive keyvalue in protobuf, as the Python clients do, beside the JSON traffic")
 	f.StringVar(&secretFile, "jwt-secret-file", "", "file holding the HS256 secret the engines require service tokens signed with (default: ABI_JWT_SECRET_FILE; none: no tokens, unless --protobuf makes one)")
 	_ = cmd.MarkFlagRequired("scenario")

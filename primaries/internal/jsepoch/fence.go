@@ -14,9 +14,10 @@ import (
 // Fence is a JetStream backend's side of the epoch: the record in its bucket and the
 // record its writes carry. Safe for concurrent use.
 type Fence struct {
-	record *Record
-	held   epoch.Held
-	where  string // "JetStream bucket ABI_KV"
+	record   *Record
+	held     epoch.Held
+	where    string   // "JetStream bucket ABI_KV"
+	inFlight inFlight // the shards its writes are in flight on (claims.go)
 }
 
 // NewFence returns the fence of a backend on record; where names the bucket in errors.
@@ -39,9 +40,10 @@ func (f *Fence) Restore(ctx context.Context) (bool, error) {
 func (f *Fence) Held() epoch.Record { return f.held.Load() }
 
 // Write sends a write under the held record and reads the server's answer. sendTok builds
-// its messages afresh on each call and puts the epoch check (Record.Check) on one of
-// them; what names the write in errors ("keyvalue set \"k\""); otherwise maps an error
-// other than a refusal by an expectation (the backend's writeError).
+// its messages afresh on each call and puts the epoch check (Carry, CarryAs) on one of
+// them; the token's shard is claimed for the write until Write returns (claims.go).
+// what names the write in errors ("keyvalue set \"k\""), built only for one; otherwise
+// maps an error other than a refusal by an expectation (the backend's writeError).
 //
 // A write the server holds back (undecided) while this backend adopts an epoch waits
 // for the adoption and goes out again under the new record (epoch.Held.AwaitAdoption).
@@ -51,11 +53,13 @@ func (f *Fence) Held() epoch.Record { return f.held.Load() }
 // *epoch.LostError (the bucket lost its record) that says why. conflict reports a
 // refusal with the epoch current, which only a write with a second expectation can
 // meet: that one failed.
-func (f *Fence) Write(ctx context.Context, what string, sendTok func(tok epoch.Record) error, otherwise func(error) error) (conflict bool, err error) {
+func (f *Fence) Write(ctx context.Context, what func() string, sendTok func(tok Token) error, otherwise func(error) error) (conflict bool, err error) {
+	c := claim{set: &f.inFlight}
+	defer c.release()
 	resent := false
 	for {
-		tok := f.held.Load()
-		err := send(ctx, func() error { return sendTok(tok) }, func() bool { return f.held.AwaitAdoption(tok) })
+		tok := Token{Record: f.held.Load(), claim: &c}
+		err := send(ctx, func() error { return sendTok(tok) }, func() bool { return f.held.AwaitAdoption(tok.Record) })
 		switch {
 		case err == nil:
 			return false, nil
@@ -64,7 +68,7 @@ func (f *Fence) Write(ctx context.Context, what string, sendTok func(tok epoch.R
 		case !jserr.IsConflict(err):
 			return false, otherwise(err)
 		}
-		verdict, jerr := f.held.Judge(ctx, f.record, f.where, tok)
+		verdict, jerr := f.held.Judge(ctx, f.record, f.where, tok.Record)
 		switch verdict {
 		case epoch.Current:
 			return true, nil
@@ -73,26 +77,26 @@ func (f *Fence) Write(ctx context.Context, what string, sendTok func(tok epoch.R
 				resent = true
 				continue
 			}
-			return false, protocol.Refused("%s: %s refused the write twice while this engine's epoch moved on, so it stored nothing: %v", what, f.where, err)
+			return false, protocol.Refused("%s: %s refused the write twice while this engine's epoch moved on, so it stored nothing: %v", what(), f.where, err)
 		case epoch.Stale, epoch.Lost:
-			return false, epoch.Refused(protocol.Refused("%s: refused by its epoch, so it stored nothing: %v", what, jerr), jerr)
+			return false, epoch.Refused(protocol.Refused("%s: refused by its epoch, so it stored nothing: %v", what(), jerr), jerr)
 		}
 		if errors.Is(jerr, context.Canceled) || errors.Is(jerr, context.DeadlineExceeded) {
 			return false, jerr
 		}
-		return false, protocol.Refused("%s: %s refused the write (%v), so it stored nothing; its epoch record could not be read: %v", what, f.where, err, jerr)
+		return false, protocol.Refused("%s: %s refused the write (%v), so it stored nothing; its epoch record could not be read: %v", what(), f.where, err, jerr)
 	}
 }
 
 // Carry puts the check of tok on m: the one place a JetStream backend attaches its
 // token to a write.
-func (f *Fence) Carry(m *nats.Msg, tok epoch.Record) { f.record.Check(m, tok) }
+func (f *Fence) Carry(m *nats.Msg, tok Token) { f.CarryAs(m, tok, m.Subject) }
 
 // CarryAs puts the check of tok on m for a write on subject (Record.CheckAs), so
 // writes to different keys whose checks ride on one subject are still judged in
-// parallel.
-func (f *Fence) CarryAs(m *nats.Msg, tok epoch.Record, subject string) {
-	f.record.CheckAs(m, tok, subject)
+// parallel; with a token of Write, on the shard it claimed.
+func (f *Fence) CarryAs(m *nats.Msg, tok Token, subject string) {
+	f.record.checkClaimed(m, tok.Record, subject, tok.claim)
 }
 
 // Record is the bucket's epoch record the fence adopts in.

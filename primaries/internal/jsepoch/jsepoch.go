@@ -41,8 +41,9 @@
 //
 // On a replicated stream the server judges one expectation per subject at a time (a
 // second write checking B.<N>.<s> while one is proposed is answered 10164, nothing
-// decided), so only epoch-checked writes whose subjects share a shard commit one after
-// another; Send sends such a write again until it is decided.
+// decided), so only epoch-checked writes that expect one shard commit one after
+// another; a Fence's writes claim different shards while in flight (claims.go), and
+// Send sends a write held back all the same again until it is decided.
 package jsepoch
 
 import (
@@ -112,13 +113,7 @@ func (r *Record) Check(m *nats.Msg, rec epoch.Record) { r.CheckAs(m, rec, m.Subj
 // CheckAs is Check with the shard chosen by subject rather than m's own: the message
 // that carries the check for a write on subject (an atomic batch's fence message).
 func (r *Record) CheckAs(m *nats.Msg, rec epoch.Record, subject string) {
-	revs := r.revsOf(rec)
-	if len(revs) == 0 {
-		r.checkHead(m, rec)
-		return
-	}
-	s := shardOf(subject, uint32(len(revs)))
-	r.expect(m, r.shardSubject(rec.Epoch, s), revs[s])
+	r.checkClaimed(m, rec, subject, nil)
 }
 
 // checkHead puts on m the check of rec's head subject: what the record's own writes
@@ -257,9 +252,10 @@ const (
 
 // Send runs write, and runs it again while the server left it undecided (10164), with
 // a short jittered pause, until it is decided, ctx ends or maxResends is reached. On a
-// replicated bucket every epoch-checked write checks the same subject, and the server
-// judges one such expectation at a time: concurrent writes of one engine meet 10164 as
-// a matter of course, so jserr.Resend's few tries are not enough for them.
+// replicated bucket the server judges one expectation per check subject at a time:
+// writes expecting one subject (an advance's, a write whose shard no claim kept to
+// itself) may meet 10164 many times in a row, so jserr.Resend's few tries are not
+// enough for them.
 func Send(ctx context.Context, write func() error) error { return send(ctx, write, nil) }
 
 // errMovedOn is send's answer when moved reported that the write's record was replaced

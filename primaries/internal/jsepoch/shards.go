@@ -24,7 +24,8 @@ import (
 // besides its head B.<N>: B.<N>.0 … B.<N>.<Shards-1>, each holding one check message
 // (data N). A write expects the shard its own subject hashes to, at that shard's
 // revision, so writes to different keys are judged in parallel and only writes whose
-// subjects share a shard wait for each other.
+// subjects share a shard wait for each other (a Fence's writes avoid even that:
+// claims.go).
 //
 // The shards are written first, in parallel, each expecting its subject empty (two
 // adopters of one epoch write the same data, so either's message serves both), then

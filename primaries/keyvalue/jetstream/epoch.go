@@ -6,17 +6,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 )
 
 // resend is send, sent twice with the fail point resend-unknown: the second copy's
 // answer is the one the caller gets, as when a reply is lost and the write resent.
-func resend(fp *failpoint.Set, send func(tok epoch.Record) error) func(tok epoch.Record) error {
+func resend(fp *failpoint.Set, send func(tok jsepoch.Token) error) func(tok jsepoch.Token) error {
 	if !failpoint.On(fp, failpoint.ResendUnknown) {
 		return send
 	}
-	return func(tok epoch.Record) error {
+	return func(tok jsepoch.Token) error {
 		return failpoint.Resend(fp, func() error { return send(tok) })()
 	}
 }
@@ -40,11 +40,11 @@ func (s *Store) AdoptEpoch(ctx context.Context, n uint64) error {
 
 // carry puts the held epoch's check on m: the one place this backend attaches its
 // token to a write (none with the fail point skip-epoch).
-func (s *Store) carry(m *nats.Msg, tok epoch.Record) { s.carryAs(m, tok, m.Subject) }
+func (s *Store) carry(m *nats.Msg, tok jsepoch.Token) { s.carryAs(m, tok, m.Subject) }
 
 // carryAs is carry for a write on subject whose check rides on m (the fence message
 // of a batch): the check's shard is subject's.
-func (s *Store) carryAs(m *nats.Msg, tok epoch.Record, subject string) {
+func (s *Store) carryAs(m *nats.Msg, tok jsepoch.Token, subject string) {
 	if failpoint.On(s.fp, failpoint.SkipEpoch) {
 		return
 	}
@@ -53,9 +53,10 @@ func (s *Store) carryAs(m *nats.Msg, tok epoch.Record, subject string) {
 
 // write sends a write under the held epoch (jsepoch.Fence.Write): conflict reports
 // that a two-check write's key expectation failed.
-func (s *Store) write(ctx context.Context, op, key string, send func(tok epoch.Record) error) (conflict bool, err error) {
+func (s *Store) write(ctx context.Context, op, key string, send func(tok jsepoch.Token) error) (conflict bool, err error) {
 	send = resend(s.fp, send) // resend-unknown
-	return s.fence.Write(ctx, fmt.Sprintf("keyvalue %s %.64q", op, key), send, func(err error) error {
+	what := func() string { return fmt.Sprintf("keyvalue %s %.64q", op, key) }
+	return s.fence.Write(ctx, what, send, func(err error) error {
 		return s.writeError(op, key, err)
 	})
 }

@@ -225,7 +225,7 @@ func TestFenceMessageChecksTheKeysShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := &nats.Msg{Subject: s.prefix + encode(key)}
-		s.fence.Carry(want, s.fence.Held())
+		s.fence.Carry(want, jsepoch.Token{Record: s.fence.Held()})
 		got := m.Header.Get(js.ExpectedLastSubjSeqSubjHeader)
 		if got != want.Header.Get(js.ExpectedLastSubjSeqSubjHeader) {
 			t.Fatalf("set_if_not_exists %q: the fence message checks %q, want the key's shard %q", key, got, want.Header.Get(js.ExpectedLastSubjSeqSubjHeader))

@@ -11,8 +11,8 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
-	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/internal/jsdomain"
+	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -39,7 +39,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if ttl > 0 {
 		opts = append(opts, js.WithMsgTTL(ttlSeconds(ttl)))
 	}
-	conflict, err := s.write(ctx, "set", key, func(tok epoch.Record) error {
+	conflict, err := s.write(ctx, "set", key, func(tok jsepoch.Token) error {
 		m := &nats.Msg{Subject: s.prefix + encode(key), Data: value, Header: nats.Header{}}
 		s.carry(m, tok)
 		_, err := s.js.PublishMsg(ctx, m, opts...)
@@ -60,7 +60,7 @@ func (s *Store) SetIfNotExists(ctx context.Context, key string, value []byte, tt
 	}
 	var expect uint64 // the key's revision the value goes over: none
 	for range maxCASAttempts {
-		conflict, err := s.write(ctx, "set_if_not_exists", key, func(tok epoch.Record) error {
+		conflict, err := s.write(ctx, "set_if_not_exists", key, func(tok jsepoch.Token) error {
 			m := &nats.Msg{Subject: s.prefix + encode(key), Data: value, Header: nats.Header{}}
 			if ttl > 0 {
 				m.Header.Set(js.MsgTTLHeader, ttlSeconds(ttl).String())
@@ -125,7 +125,7 @@ func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyV
 		if err != nil || e == nil || !match(e) {
 			return false, err
 		}
-		conflict, err := s.write(ctx, op, key, func(tok epoch.Record) error {
+		conflict, err := s.write(ctx, op, key, func(tok jsepoch.Token) error {
 			m := &nats.Msg{Subject: s.prefix + encode(key), Header: nats.Header{}}
 			m.Header.Set(kvOperation, kvPurge)
 			m.Header.Set(js.MsgRollup, js.MsgRollupSubject)
@@ -144,7 +144,7 @@ func (s *Store) deleteIf(ctx context.Context, op, key string, match func(js.KeyV
 // both and stores both or neither. (A single message has room for one expectation, and
 // the end-of-batch commit, which is not stored, has its expectations ignored, so the
 // check rides on a stored message.)
-func (s *Store) batch(ctx context.Context, m *nats.Msg, expect uint64, tok epoch.Record) error {
+func (s *Store) batch(ctx context.Context, m *nats.Msg, expect uint64, tok jsepoch.Token) error {
 	m.Header.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	fence := &nats.Msg{Subject: s.prefix + fenceKey, Header: nats.Header{}}
 	s.carryAs(fence, tok, m.Subject)

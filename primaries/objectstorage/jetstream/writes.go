@@ -13,9 +13,9 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/abi-engine/engine/internal/epoch"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/jserr"
+	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/protocol"
 )
@@ -81,7 +81,8 @@ func (s *Store) commit(ctx context.Context, op, prefix, key string, info *js.Obj
 	if err != nil {
 		return protocol.Errorf(protocol.Internal, "object storage %s %.64q under %.64q: encode its metadata: %v", op, key, prefix, err)
 	}
-	conflict, err := s.fence.Write(ctx, fmt.Sprintf("object storage %s %.64q under %.64q", op, key, prefix), func(tok epoch.Record) error {
+	what := func() string { return fmt.Sprintf("object storage %s %.64q under %.64q", op, key, prefix) }
+	conflict, err := s.fence.Write(ctx, what, func(tok jsepoch.Token) error {
 		m := &nats.Msg{Subject: metaSubject(s.bucket, info.Name), Data: data, Header: nats.Header{}}
 		m.Header.Set(js.MsgRollup, js.MsgRollupSubject)
 		if !failpoint.On(s.fp, failpoint.SkipEpoch) {
