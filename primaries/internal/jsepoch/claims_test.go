@@ -6,13 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/abi-engine/engine/internal/jserr"
-	"github.com/abi-engine/engine/internal/natstest"
 )
 
 func TestInFlightTakesTheWantedShardOrTheNextFree(t *testing.T) {
@@ -47,23 +45,7 @@ func TestInFlightTakesTheWantedShardOrTheNextFree(t *testing.T) {
 // The control shows the writes do overlap at the store: the same subjects checked by
 // hash alone are held back.
 func TestFenceWritesInFlightClaimDifferentShards(t *testing.T) {
-	c := natstest.StartCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	j, err := js.New(natstest.Connect(t, c.Nodes[0].URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.CreateStream(ctx, js.StreamConfig{
-		Name: "S", Subjects: []string{"s.>"}, Storage: js.FileStorage, Replicas: 3,
-		AllowRollup: true, AllowAtomicPublish: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(ctx, j, "S", "s.epoch")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, j, r := replicatedStream(t)
 	f := NewFence(r, "stream S")
 	if err := f.Adopt(ctx, 1); err != nil {
 		t.Fatal(err)

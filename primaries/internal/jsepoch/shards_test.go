@@ -166,23 +166,7 @@ func burst(t *testing.T, ctx context.Context, j js.JetStream, r *Record, rec epo
 // together: none is ever held back for another. The control shows the bursts do
 // overlap at the store: the same burst on keys of one shard is.
 func TestConcurrentWritesToDifferentShardsAreNotJudgedOneAtATime(t *testing.T) {
-	c := natstest.StartCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	j, err := js.New(natstest.Connect(t, c.Nodes[0].URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.CreateStream(ctx, js.StreamConfig{
-		Name: "S", Subjects: []string{"s.>"}, Storage: js.FileStorage, Replicas: 3,
-		AllowRollup: true, AllowAtomicPublish: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(ctx, j, "S", "s.epoch")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, j, r := replicatedStream(t)
 	rec, err := epoch.Adopt(ctx, r, "S", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -308,4 +292,28 @@ func TestRepairWaitsForAnAdoptionUnderWay(t *testing.T) {
 	if got := shardHolds(0); got == "6" {
 		t.Fatal("the last scan left epoch 6's shards live")
 	}
+}
+
+// replicatedStream is stream S (subjects s.>) on a 3-node cluster, R3 with atomic
+// publish, and its Record on s.epoch; the context ends with the test, at most 60 s on.
+func replicatedStream(t *testing.T) (context.Context, js.JetStream, *Record) {
+	t.Helper()
+	c := natstest.StartCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	j, err := js.New(natstest.Connect(t, c.Nodes[0].URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.CreateStream(ctx, js.StreamConfig{
+		Name: "S", Subjects: []string{"s.>"}, Storage: js.FileStorage, Replicas: 3,
+		AllowRollup: true, AllowAtomicPublish: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(ctx, j, "S", "s.epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, j, r
 }
