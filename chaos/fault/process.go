@@ -134,7 +134,7 @@ func (p *Process) Pause() error {
 	defer cancel()
 	err := procstate.WaitStopped(ctx, p.PID())
 	switch {
-	case err == nil, errors.Is(err, procstate.ErrUnsupported), errors.Is(err, os.ErrNotExist):
+	case err == nil, errors.Is(err, os.ErrNotExist):
 		return nil
 	default:
 		return fmt.Errorf("%s (pid %d): SIGSTOP: %w", p.Name, p.PID(), err)

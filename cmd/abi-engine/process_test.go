@@ -88,7 +88,7 @@ func (p *engineProcess) signal(t *testing.T, sig syscall.Signal) {
 		t.Fatal(err)
 	}
 	if sig == syscall.SIGSTOP {
-		if err := procstate.WaitStopped(t.Context(), p.cmd.Process.Pid); err != nil && !errors.Is(err, procstate.ErrUnsupported) {
+		if err := procstate.WaitStopped(t.Context(), p.cmd.Process.Pid); err != nil {
 			t.Fatalf("SIGSTOP: %v", err)
 		}
 	}

@@ -188,7 +188,7 @@ func waitStopped(t testing.TB, name string, pid int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := procstate.WaitStopped(ctx, pid); err != nil && !errors.Is(err, procstate.ErrUnsupported) {
+	if err := procstate.WaitStopped(ctx, pid); err != nil {
 		t.Fatalf("SIGSTOP to %s: %v", name, err)
 	}
 }
