@@ -8,7 +8,3 @@ import "github.com/abi-engine/engine/internal/clock"
 // is the real one; the chaos harness gives an engine a faster one (fail point
 // clock-rate) to show how much skew the lease bears (docs/chaos.md, clock-skew).
 type Clock = clock.Clock
-
-// RateClock is a clock that runs rate times as fast as the real one (rate > 0), from
-// now on.
-func RateClock(rate float64) Clock { return clock.Rate(rate) }

@@ -6,6 +6,7 @@ import (
 
 	"testing/synctest"
 
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/leasetest"
 )
@@ -17,7 +18,7 @@ import (
 func TestOwnershipRunsOnItsClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := lease.NewMemStore()
-		n := startNodeFrom(t, OwnershipConfig{Store: store, Clock: RateClock(1000),
+		n := startNodeFrom(t, OwnershipConfig{Store: store, Clock: clock.Rate(1000),
 			Lease: lease.Config{Me: leasetest.Holder("fast", ""), Lease: 20 * time.Second, StandbyTimeout: testStandby}})
 		n.waitState(lease.StateServing, time.Second)
 		first := n.o.Status().Revision

@@ -37,7 +37,7 @@ func TestRootDeadlinesRunOnItsClock(t *testing.T) {
 		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
 		p := neverDrains(n.e, "primary")
 		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second,
-			Clock: RateClock(10)})
+			Clock: clock.Rate(10)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestRootTellsDeadlinesOnTheRealTimeLine(t *testing.T) {
 			}
 		}, "primary")
 		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second,
-			Clock: RateClock(10)})
+			Clock: clock.Rate(10)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/config"
+	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/internal/rivals"
 	"github.com/abi-engine/engine/internal/servicetree"
@@ -88,9 +89,9 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 	e.tree.Add(svcActors, servicetree.OnStop{Name: svcActors, Stop: e.stopActors})
 	e.watchPanics(sys)
 	fp := e.opts.Failpoints
-	var clock actors.Clock // the real one
+	var clk clock.Clock // the real one
 	if r := failpoint.Rate(fp); r != 1 {
-		clock = actors.RateClock(r)
+		clk = clock.Rate(r)
 	}
 	own, err := actors.SpawnOwnership(sys, actors.OwnershipConfig{
 		Store: store,
@@ -104,7 +105,7 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 		},
 		Logger:     e.log,
 		OnEvent:    e.metrics.LeaseEvent,
-		Clock:      clock,
+		Clock:      clk,
 		Failpoints: fp,
 		Auto:       e.cfg.NATS.Engine.Role == config.RoleAuto,
 	})
