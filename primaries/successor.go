@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/protocol"
 )
 
@@ -37,13 +38,32 @@ const (
 // keeps our own INFO answers from being replies a connection sends to itself, which a
 // broker granting responses only (allow_responses, docs/security.md) may refuse. It
 // returns ctx's error when ctx ends first.
+//
+// A primary with no subscriptions (it never served, or its Serve failed: a member that
+// cannot serve) is skipped: no caller of its service can meet "no responders" because
+// of our unsubscribing, and a successor that cannot serve it either would otherwise
+// hold every other service of ours in the queue group with its own until the phase's
+// deadline (lease/4 of overlap, for nothing).
 func WaitSuccessor(ctx context.Context, nc *nats.Conn, instance string, ps ...*Primary) error {
 	for _, p := range ps {
+		if !p.subscribed() {
+			continue
+		}
 		if err := p.waitSuccessor(ctx, nc, instance); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// subscribed reports whether p may hold subscriptions now: it serves, or is on its way
+// to or from serving.
+func (p *Primary) subscribed() bool {
+	switch p.view.Load().phase {
+	case actors.RoleIdle, actors.RoleStopped, actors.RoleClosed:
+		return false
+	}
+	return true
 }
 
 // waitSuccessor asks $SRV.INFO.<service> on p's connection, again and again at a

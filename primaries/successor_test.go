@@ -69,3 +69,23 @@ func TestWaitSuccessorConfirmsTheNewHolderAtTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// A primary that holds no subscriptions (its Serve failed, or it never served) is not
+// waited for: the successor may not serve that service either (the same broken
+// bucket), and waiting for it would keep every other service of ours answering beside
+// the successor's until the successor phase's deadline.
+func TestWaitSuccessorSkipsAPrimaryThatDoesNotServe(t *testing.T) {
+	srv := natstest.Start(t)
+	ours := newPrimary(t, natstest.Connect(t, srv.URL()), newGated("a").service(), "engine-a", 4, alwaysValid)
+	serve(t, ours)
+	broken := newGated("a").service()
+	broken.Name = "broken"
+	idle := newPrimary(t, natstest.Connect(t, srv.URL()), broken, "engine-a", 4, alwaysValid)
+	next := newPrimary(t, natstest.Connect(t, srv.URL()), newGated("b").service(), "engine-b", 4, alwaysValid)
+	serve(t, next)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := WaitSuccessor(ctx, nil, "engine-b", ours, idle); err != nil {
+		t.Fatalf("WaitSuccessor = %v; want it to return once engine-b serves the one service ours serves", err)
+	}
+}
