@@ -17,7 +17,7 @@ import (
 // have renewed yet.
 func TestOwnershipRunsOnItsClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNodeFrom(t, OwnershipConfig{Store: store, Clock: clock.Rate(1000),
 			Lease: lease.Config{Me: leasetest.Holder("fast", ""), Lease: 20 * time.Second, StandbyTimeout: testStandby}})
 		n.waitState(lease.StateServing, time.Second)

@@ -63,7 +63,7 @@ func restarts(t *testing.T, n *node) <-chan *actor.PID {
 // watch to end.
 func TestContenderNeverWaitsForItsWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore()
+		mem := leasetest.NewMemStore()
 		store := &slowStopStore{Store: mem, release: make(chan struct{})}
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
@@ -106,7 +106,7 @@ func TestContenderNeverWaitsForItsWatch(t *testing.T) {
 // for ever.
 func TestStandbyTakesOverAfterAFailedTakeoverRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore()
+		mem := leasetest.NewMemStore()
 		flaky := leasetest.NewFlaky(mem)
 		a := startNode(t, mem, leasetest.Holder("a", "v1"))
 		a.waitState(lease.StateServing, time.Second)

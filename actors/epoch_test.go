@@ -77,7 +77,7 @@ func handedOver(t *testing.T, store lease.Store, drainB time.Duration) (a, b *no
 // takes the next one the moment the old holder marks its drain over.
 func TestSuccessorBumpsWhenTheDrainIsMarked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a, b := handedOver(t, store, time.Hour)
 		time.Sleep(time.Second) // a drains; b keeps its epoch
 		if s := b.o.Status(); s.Epoch != 1 {
@@ -99,7 +99,7 @@ func TestSuccessorBumpsWhenTheDrainIsMarked(t *testing.T) {
 // the lease: never sooner, and not much later.
 func TestSuccessorBumpsAfterItsDrainTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		_, b := handedOver(t, store, testDrain)
 		took := time.Now()
 		time.Sleep(testDrain - 100*time.Millisecond)
@@ -116,7 +116,7 @@ func TestSuccessorBumpsAfterItsDrainTime(t *testing.T) {
 // The contender killed while a bump is deferred is told to watch the epoch again.
 func TestDeferredBumpSurvivesAContenderRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a, b := handedOver(t, store, time.Hour)
 		b.e.Send(b.o.Child(ContenderName), Kill{Reason: "test"})
 		synctest.Wait()
@@ -129,7 +129,7 @@ func TestDeferredBumpSurvivesAContenderRestart(t *testing.T) {
 // never serves under the old one.
 func TestTakeoverBumpsBeforeServing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNodeWith(t, store, drainCfg(leasetest.Holder("a", "v1"), testDrain))
 		a.waitState(lease.StateServing, time.Second)
 		if err := a.o.Stop(context.Background()); err != nil { // a crash: no release
@@ -167,7 +167,7 @@ func epochMember(e *actor.Engine, name string, j *journal) *actor.PID {
 // when it rises.
 func TestRootFansOutTheEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNodeWith(t, store, drainCfg(leasetest.Holder("a", "v1"), testDrain))
 		a.waitState(lease.StateServing, time.Second)
 		b := startNodeWith(t, store, drainCfg(leasetest.Holder("b", "v2"), time.Hour))
@@ -211,7 +211,7 @@ func sameLines(got []string, want ...string) bool {
 // with a long drain_seconds takes the next epoch right after the old engine's drain.
 func TestHandoverMarksTheEpochDrained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNodeWith(t, store, drainCfg(leasetest.Holder("a", "v1"), testDrain))
 		var j journal
 		slow := member(a.e, "slow", &j, store, 500*time.Millisecond)

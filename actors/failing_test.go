@@ -20,7 +20,7 @@ import (
 // what the members carry out (not serving) meanwhile.
 func TestRootListsFailingMembers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, store, leasetest.Holder("a", ""))
 		var refuse atomic.Bool
 		refuse.Store(true)

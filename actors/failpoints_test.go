@@ -21,7 +21,7 @@ func TestDropRenewalReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNodeFrom(t, OwnershipConfig{Store: store, Failpoints: fp,
 			Lease: lease.Config{Me: leasetest.Holder("a", ""), Lease: testLease, StandbyTimeout: testStandby}})
 		n.waitState(lease.StateServing, time.Second)

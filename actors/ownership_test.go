@@ -131,7 +131,7 @@ func read(t *testing.T, s lease.Store) lease.Record {
 
 func TestFreeLeaseIsTakenAndRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		state, err := a.o.Claim(context.Background())
 		if err != nil || state != lease.StateServing {
@@ -156,7 +156,7 @@ func TestSecondEngineFailsNamingTheHolder(t *testing.T) {
 	for _, rollout := range []string{"", "v1"} {
 		t.Run("rollout "+rollout, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := lease.NewMemStore()
+				store := leasetest.NewMemStore()
 				a := startNode(t, store, leasetest.Holder("a", rollout))
 				a.waitState(lease.StateServing, time.Second)
 				before := read(t, store).Holder
@@ -186,7 +186,7 @@ func TestSecondEngineFailsNamingTheHolder(t *testing.T) {
 
 func TestDeadHolderIsTakenOverAfterOneLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
 		a.stop() // a crash: no release
@@ -202,7 +202,7 @@ func TestDeadHolderIsTakenOverAfterOneLease(t *testing.T) {
 func TestStandbyTakesOverOnReleaseAndTimesOut(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			store := lease.NewMemStore()
+			store := leasetest.NewMemStore()
 			a := startNode(t, store, leasetest.Holder("a", "v1"))
 			a.waitState(lease.StateServing, time.Second)
 			b := startNode(t, store, leasetest.Holder("b", "v2"))
@@ -235,7 +235,7 @@ func TestStandbyTakesOverOnReleaseAndTimesOut(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			store := lease.NewMemStore()
+			store := leasetest.NewMemStore()
 			a := startNode(t, store, leasetest.Holder("a", "v1"))
 			a.waitState(lease.StateServing, time.Second)
 			b := startNode(t, store, leasetest.Holder("b", "v2"))
@@ -259,7 +259,7 @@ func TestStandbyTakesOverOnReleaseAndTimesOut(t *testing.T) {
 
 func TestFencesWithinHalfALeaseAndServesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := leasetest.NewFlaky(lease.NewMemStore())
+		store := leasetest.NewFlaky(leasetest.NewMemStore())
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
 		store.Fail(true)
@@ -285,7 +285,7 @@ func TestFencesWithinHalfALeaseAndServesAgain(t *testing.T) {
 
 func TestFencedHolderEndsLostWhenAnotherTookOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore()
+		mem := leasetest.NewMemStore()
 		flaky := leasetest.NewFlaky(mem)
 		a := startNode(t, flaky, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
@@ -312,7 +312,7 @@ func TestFencedHolderEndsLostWhenAnotherTookOver(t *testing.T) {
 func TestLostReplyDeletedLeaseAndForeignRelease(t *testing.T) {
 	t.Run("lost reply keeps the lease", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			mem := lease.NewMemStore()
+			mem := leasetest.NewMemStore()
 			store := leasetest.NewFlaky(mem)
 			a := startNode(t, store, leasetest.Holder("a", ""))
 			a.waitState(lease.StateServing, time.Second)
@@ -330,7 +330,7 @@ func TestLostReplyDeletedLeaseAndForeignRelease(t *testing.T) {
 	})
 	t.Run("deleted lease is taken again", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			store := lease.NewMemStore()
+			store := leasetest.NewMemStore()
 			a := startNode(t, store, leasetest.Holder("a", ""))
 			a.waitState(lease.StateServing, time.Second)
 			if err := store.Delete(context.Background(), read(t, store).Revision); err != nil {
@@ -344,7 +344,7 @@ func TestLostReplyDeletedLeaseAndForeignRelease(t *testing.T) {
 	})
 	t.Run("release never deletes another's lease", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			store := lease.NewMemStore()
+			store := leasetest.NewMemStore()
 			a := startNode(t, store, leasetest.Holder("a", ""))
 			a.waitState(lease.StateServing, time.Second)
 			store.Put(leasetest.Holder("thief", ""))
@@ -362,7 +362,7 @@ func TestKilledChildrenAreSurvived(t *testing.T) {
 	for _, name := range []string{RenewerName, FencerName, ContenderName, "ownership"} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := lease.NewMemStore()
+				store := leasetest.NewMemStore()
 				a := startNode(t, store, leasetest.Holder("a", ""))
 				a.waitState(lease.StateServing, time.Second)
 				restarted := make(chan *actor.PID, 4)
@@ -402,7 +402,7 @@ func TestKilledChildrenAreSurvived(t *testing.T) {
 
 func TestStandbyWatchSurvivesAKilledContender(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", "v1"))
 		a.waitState(lease.StateServing, time.Second)
 		b := startNode(t, store, leasetest.Holder("b", "v2"))
@@ -422,7 +422,7 @@ func TestStandbyWatchSurvivesAKilledContender(t *testing.T) {
 
 func TestSubscribeGetsTheCurrentRole(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
 		got := make(chan any, 1)
@@ -444,7 +444,7 @@ func TestSubscribeGetsTheCurrentRole(t *testing.T) {
 // subscription.
 func TestSubscribingAgainDoesNotDuplicateBroadcasts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
 		var mu sync.Mutex
@@ -476,7 +476,7 @@ func TestSubscribingAgainDoesNotDuplicateBroadcasts(t *testing.T) {
 // gate open: the calls already received are still answered.
 func TestLateTickKeepsTheDrainingGateOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", ""))
 		a.waitState(lease.StateServing, time.Second)
 		if _, err := a.o.Release(context.Background()); err != nil {
@@ -496,7 +496,7 @@ func TestLateTickKeepsTheDrainingGateOpen(t *testing.T) {
 func TestForeignWriteFencesTheHolderAtOnce(t *testing.T) {
 	t.Run("delete", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			store := lease.NewMemStore()
+			store := leasetest.NewMemStore()
 			a := startNode(t, store, leasetest.Holder("a", ""))
 			a.waitState(lease.StateServing, time.Second)
 			synctest.Wait()
@@ -522,7 +522,7 @@ func TestForeignWriteFencesTheHolderAtOnce(t *testing.T) {
 	})
 	t.Run("another engine's value", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			store := lease.NewMemStore()
+			store := leasetest.NewMemStore()
 			a := startNode(t, store, leasetest.Holder("a", ""))
 			a.waitState(lease.StateServing, time.Second)
 			at := time.Now()

@@ -94,7 +94,7 @@ func (s slowDelete) Delete(ctx context.Context, rev uint64) error {
 
 func TestHandoverCascadeOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, store, leasetest.Holder("a", ""))
 		var j journal
 		ran := make(chan struct{}, 16)
@@ -176,7 +176,7 @@ func TestHandoverCascadeOrder(t *testing.T) {
 
 func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, store, leasetest.Holder("a", ""))
 		var j journal
 		stuck := member(n.e, "stuck", &j, store, time.Hour)
@@ -202,7 +202,7 @@ func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
 
 func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore()
+		mem := leasetest.NewMemStore()
 		flaky := leasetest.NewFlaky(mem)
 		n := startNode(t, flaky, leasetest.Holder("a", ""))
 		var j journal
@@ -265,7 +265,7 @@ func TestFencingStopsMembersAndJobsAtOnceAndLostEnds(t *testing.T) {
 // at start does, instead of waiting in idle for good.
 func TestStandbyBeatenToTheReleasedLeaseEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		old := startNode(t, store, leasetest.Holder("old", "v1"))
 		old.waitState(lease.StateServing, time.Second)
 		var nodes []*node
@@ -313,7 +313,7 @@ func TestStandbyBeatenToTheReleasedLeaseEnds(t *testing.T) {
 // the state before it; a fence shows at once.
 func TestStateIsServingOnlyOnceEveryMemberServes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore()
+		mem := leasetest.NewMemStore()
 		flaky := leasetest.NewFlaky(mem)
 		n := startNode(t, flaky, leasetest.Holder("a", ""))
 		const subscribe = 100 * time.Millisecond // how long the slow member takes to serve
@@ -423,7 +423,7 @@ func deadLetters(e *actor.Engine, target *actor.PID) (stop func(), count func() 
 // deadline) stop with it: none fires at a root that is gone.
 func TestNoRootTimerOutlivesTheRoot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, store, leasetest.Holder("a", ""))
 		// refuses to serve (a retry is due), and never drains (the drain deadline is due)
 		refuser := n.e.SpawnFunc(func(c *actor.Context) {
@@ -473,7 +473,7 @@ func TestNoRootTimerOutlivesTheRoot(t *testing.T) {
 // keeps: the same order, the lease released, nobody waits for a deadline.
 func TestRootSurvivesAKillInEveryPhase(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, slowDelete{Store: store, d: 50 * time.Millisecond}, leasetest.Holder("a", ""))
 		var j journal
 		jobs, err := NewJobsHost([]Job{{Name: "tick", Schedule: Every(50 * time.Millisecond), Run: func(ctx context.Context) error {

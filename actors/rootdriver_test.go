@@ -10,7 +10,6 @@ import (
 
 	"github.com/abi-engine/engine/internal/clock"
 	"github.com/abi-engine/engine/internal/testwait"
-	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/leasetest"
 )
 
@@ -34,7 +33,7 @@ func neverDrains(e *actor.Engine, name string) *actor.PID {
 // a drain deadline of 10 s passes after 1 s.
 func TestRootDeadlinesRunOnItsClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+		n := startNode(t, leasetest.NewMemStore(), leasetest.Holder("a", ""))
 		p := neverDrains(n.e, "primary")
 		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second,
 			Clock: clock.Rate(10)})
@@ -61,9 +60,9 @@ func TestRootDeadlinesRunOnItsClock(t *testing.T) {
 // when its own ctx ends first.
 func TestRootCloseWaitsForItsWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+		n := startNode(t, leasetest.NewMemStore(), leasetest.Holder("a", ""))
 		var j journal
-		p := member(n.e, "primary", &j, lease.NewMemStore(), 0)
+		p := member(n.e, "primary", &j, leasetest.NewMemStore(), 0)
 		let := make(chan struct{})
 		waiting := make(chan struct{})
 		root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: time.Hour,
@@ -100,7 +99,7 @@ func TestRootCloseWaitsForItsWaits(t *testing.T) {
 // began, for the member as for the root.
 func TestRootTellsDeadlinesOnTheRealTimeLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+		n := startNode(t, leasetest.NewMemStore(), leasetest.Holder("a", ""))
 		told := make(chan time.Duration, 1)
 		p := n.e.SpawnFunc(func(c *actor.Context) {
 			switch m := c.Message().(type) {
@@ -138,7 +137,7 @@ func TestRootTellsDeadlinesOnTheRealTimeLine(t *testing.T) {
 // draining a second before it, and moves the clock to it.
 func TestRootDeadlinesRunOnAFakeClock(t *testing.T) {
 	clk := clock.NewFake(time.Now()) // its waits' deadlines are real times: start at the real now
-	n := startNode(t, lease.NewMemStore(), leasetest.Holder("a", ""))
+	n := startNode(t, leasetest.NewMemStore(), leasetest.Holder("a", ""))
 	p := neverDrains(n.e, "primary")
 	root, err := SpawnRoot(n.e, RootConfig{Ownership: n.o, Members: []*actor.PID{p}, Drain: 10 * time.Second, Clock: clk})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // by, and the standbys' Status says since when they wait.
 func TestHandToDirectsTheRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		a := startNode(t, store, leasetest.Holder("a", "v1"))
 		a.waitState(lease.StateServing, time.Second)
 		v2 := startNode(t, store, leasetest.Holder("b", "v2"))

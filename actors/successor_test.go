@@ -24,7 +24,7 @@ func stopAccepted(j *journal) []string {
 // check confirms that holder answers; until then we serve on, released.
 func TestSuccessorPhaseKeepsServingUntilTheNewHolderAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, store, leasetest.Holder("a", ""))
 		var j journal
 		p := member(n.e, "primary", &j, store, 10*time.Millisecond)
@@ -115,7 +115,7 @@ func TestSuccessorPhaseEndsAtItsBound(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("drain ", tc.drain, tc.name), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := lease.NewMemStore()
+				store := leasetest.NewMemStore()
 				n := startNode(t, store, leasetest.Holder("a", ""))
 				var j journal
 				p := member(n.e, "primary", &j, store, 10*time.Millisecond)
@@ -159,7 +159,7 @@ func TestSuccessorPhaseEndsAtItsBound(t *testing.T) {
 // a member that never drains is stopped drain after the release.
 func TestDrainDeadlineCountsFromTheRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := lease.NewMemStore()
+		store := leasetest.NewMemStore()
 		n := startNode(t, store, leasetest.Holder("a", ""))
 		var j journal
 		stuck := member(n.e, "stuck", &j, store, time.Hour)

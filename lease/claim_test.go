@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	. "github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
 )
 
 // TestLostCreateReplyCountsFromTheSend pins item 8 of issue 9: a create whose reply was
@@ -20,14 +23,14 @@ func TestLostCreateReplyCountsFromTheSend(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name  string
-		prep  func(s *MemStore) // the lease as the claim finds it
-		start time.Duration     // when the claim starts: the write is sent at 0
+		prep  func(s *leasetest.MemStore) // the lease as the claim finds it
+		start time.Duration               // when the claim starts: the write is sent at 0
 	}{
-		{name: "free lease", prep: func(*MemStore) {}},
-		{name: "takeover of a silent holder", prep: func(s *MemStore) { s.Put(holder("dead", "")) }, start: -lease},
+		{name: "free lease", prep: func(*leasetest.MemStore) {}},
+		{name: "takeover of a silent holder", prep: func(s *leasetest.MemStore) { s.Put(holder("dead", "")) }, start: -lease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := NewMemStore()
+			store := leasetest.NewMemStore()
 			tc.prep(store)
 			m := newMachine(t, Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby})
 			start := t0.Add(tc.start)
@@ -86,7 +89,7 @@ func TestLostCreateReplyCountsFromTheSend(t *testing.T) {
 func TestStandbysRaceForAReleasedLease(t *testing.T) {
 	for _, order := range [][]string{{"v2", "v2", "v3"}, {"v3", "v2", "v2"}} {
 		t.Run(fmt.Sprint(order), func(t *testing.T) {
-			store := NewMemStore()
+			store := leasetest.NewMemStore()
 			old := newSim(t, store, holder("old", "v1"))
 			old.start()
 			sims := []*sim{old}
@@ -148,14 +151,14 @@ func TestStandbysRaceForAReleasedLease(t *testing.T) {
 // never woke again.
 func TestStandbyRetriesAFailedTakeoverRead(t *testing.T) {
 	t.Run("the store comes back", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		store.Put(holder("old", "v1")) // a holder that died without releasing
 		me := newSim(t, store, holder("me", "v2"))
 		me.start()
 		me.at(lease - time.Millisecond)
 		me.failing = true
 		me.at(lease) // the takeover read fails
-		if me.m.State() != StateStandby || me.m.SubState() != standbyRetryWait {
+		if me.m.State() != StateStandby || me.m.SubState().String() != "standby-retry-wait" {
 			t.Fatalf("after a failed takeover read: %v (%v), want standby, waiting to retry", me.m.State(), me.m.SubState())
 		}
 		if d := me.m.Deadlines(); !d.Takeover.IsZero() || !d.Retry.Equal(t0.Add(lease+renew)) {
@@ -168,7 +171,7 @@ func TestStandbyRetriesAFailedTakeoverRead(t *testing.T) {
 		}
 	})
 	t.Run("the store stays away", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		store.Put(holder("old", "v1"))
 		me := newSim(t, store, holder("me", "v2"))
 		me.start()

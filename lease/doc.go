@@ -1,8 +1,8 @@
 // Package lease is the ownership lease that makes exactly one engine serve per NATS
 // account: the holder record, the epoch record beside it (the fencing token every shared
-// backend checks), the Store port that keeps both (with an in-memory Store here and a
-// JetStream one in lease/jetstreamstore), the Gate every call checks, and Machine, the
-// ownership state machine.
+// backend checks), the Store port that keeps both (a JetStream Store in
+// lease/jetstreamstore; the tests' in-memory one in lease/leasetest), the Gate every
+// call checks, and Machine, the ownership state machine.
 //
 // Machine is pure: time is an input, it starts no goroutine and does no I/O. It is a
 // transition function over named sub-states (SubState; the public State is derived

@@ -1,13 +1,16 @@
-package lease
+package lease_test
 
 import (
 	"context"
 	"slices"
 	"testing"
+
+	. "github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
 )
 
 // serving is a machine that took a free lease in store at t0 and serves.
-func serving(t *testing.T, store *MemStore) *sim {
+func serving(t *testing.T, store *leasetest.MemStore) *sim {
 	t.Helper()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
@@ -33,35 +36,35 @@ func TestHolderIsEvictedByAWriteNotItsOwn(t *testing.T) {
 	other := holder("other", "")
 	tests := []struct {
 		name  string
-		write func(s *MemStore, rev uint64) Record // the outside write; returns what the watch delivers
-		want  State                                // after the read that follows
-		lost  Holder                               // whom it is lost to
+		write func(s *leasetest.MemStore, rev uint64) Record // the outside write; returns what the watch delivers
+		want  State                                          // after the read that follows
+		lost  Holder                                         // whom it is lost to
 	}{
-		{name: "delete", want: StateServing, write: func(s *MemStore, rev uint64) Record {
+		{name: "delete", want: StateServing, write: func(s *leasetest.MemStore, rev uint64) Record {
 			if err := s.Delete(ctx, rev); err != nil {
 				t.Fatal(err)
 			}
-			return s.watched()
+			return s.Watched()
 		}},
-		{name: "key gone without a marker", want: StateServing, write: func(s *MemStore, rev uint64) Record {
+		{name: "key gone without a marker", want: StateServing, write: func(s *leasetest.MemStore, rev uint64) Record {
 			if err := s.Delete(ctx, rev); err != nil {
 				t.Fatal(err)
 			}
 			return Record{}
 		}},
-		{name: "another engine's value", want: StateLost, lost: other, write: func(s *MemStore, _ uint64) Record {
+		{name: "another engine's value", want: StateLost, lost: other, write: func(s *leasetest.MemStore, _ uint64) Record {
 			s.Put(other)
-			return s.watched()
+			return s.Watched()
 		}},
-		{name: "a value naming no engine", want: StateLost, write: func(s *MemStore, _ uint64) Record {
+		{name: "a value naming no engine", want: StateLost, write: func(s *leasetest.MemStore, _ uint64) Record {
 			s.Put(Holder{})
-			return s.watched()
+			return s.Watched()
 		}},
-		{name: "delete, then another engine creates it first", want: StateLost, lost: other, write: func(s *MemStore, rev uint64) Record {
+		{name: "delete, then another engine creates it first", want: StateLost, lost: other, write: func(s *leasetest.MemStore, rev uint64) Record {
 			if err := s.Delete(ctx, rev); err != nil {
 				t.Fatal(err)
 			}
-			freed := s.watched()
+			freed := s.Watched()
 			if _, err := s.Create(ctx, other); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +73,7 @@ func TestHolderIsEvictedByAWriteNotItsOwn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := NewMemStore()
+			store := leasetest.NewMemStore()
 			me := serving(t, store)
 			me.at(renew + renew/2) // between two renewals: the next one is lease/8 away
 			rec := tt.write(store, me.m.Revision())
@@ -109,7 +112,7 @@ func TestHolderIsEvictedByAWriteNotItsOwn(t *testing.T) {
 
 func TestHolderIgnoresItsOwnAndOlderRecords(t *testing.T) {
 	ctx := context.Background()
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	old := holder("old", "")
 	store.Put(old)
 	if err := store.Delete(ctx, 1); err != nil { // released: revision 2 is its delete
@@ -137,7 +140,7 @@ func TestHolderIgnoresItsOwnAndOlderRecords(t *testing.T) {
 
 func TestOwnReleaseIsNoEviction(t *testing.T) {
 	ctx := context.Background()
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := serving(t, store)
 	out := me.m.Release(me.now)
 	if out.Op == nil || out.Op.Kind != OpWriteEpoch || out.Op.Epoch.State != EpochDraining {
@@ -154,7 +157,7 @@ func TestOwnReleaseIsNoEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The watch delivers our own delete before the delete's reply arrives.
-	if o := me.m.Observe(me.now, store.watched()); len(o.Events) != 0 || o.Op != nil || me.m.State() != StateServing {
+	if o := me.m.Observe(me.now, store.Watched()); len(o.Events) != 0 || o.Op != nil || me.m.State() != StateServing {
 		t.Fatalf("our own delete: %+v, state %v", o, me.m.State())
 	}
 	done := me.m.Done(me.now, Result{ID: out.Op.ID})
@@ -167,7 +170,7 @@ func TestOwnReleaseIsNoEviction(t *testing.T) {
 // not make the holder serve again; the read after it decides.
 func TestRenewalSentBeforeAnEvictionDoesNotRestore(t *testing.T) {
 	ctx := context.Background()
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := serving(t, store)
 	at := t0.Add(renew)
 	out := me.m.Tick(at)
@@ -180,7 +183,7 @@ func TestRenewalSentBeforeAnEvictionDoesNotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Put(holder("other", ""))
-	if o := me.m.Observe(at, store.watched()); me.m.State() != StateFenced || o.Op != nil {
+	if o := me.m.Observe(at, store.Watched()); me.m.State() != StateFenced || o.Op != nil {
 		t.Fatalf("with the renewal in flight: %+v, state %v; want fenced, nothing new to run", o, me.m.State())
 	}
 	out = me.m.Done(at, Result{ID: renewal.ID, Rev: next})
@@ -195,7 +198,7 @@ func TestRenewalSentBeforeAnEvictionDoesNotRestore(t *testing.T) {
 }
 
 func TestEvictedWhileFencedThenBrokerBack(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := serving(t, store)
 	me.failing = true
 	me.at(fence + renew/2)

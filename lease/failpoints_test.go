@@ -1,11 +1,13 @@
 //go:build failpoints
 
-package lease
+package lease_test
 
 import (
 	"testing"
 
 	"github.com/abi-engine/engine/internal/failpoint"
+	. "github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
 )
 
 // TestSkipFencing: with the fail point skip-fencing a holder that cannot renew never
@@ -17,7 +19,7 @@ func TestSkipFencing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSimWith(t, store, Config{Me: holder("me", ""), Lease: lease, StandbyTimeout: standby, Failpoints: fp})
 	me.start()
 	me.at(renew)

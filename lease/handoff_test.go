@@ -1,8 +1,20 @@
-package lease
+package lease_test
 
 import (
 	"context"
 	"testing"
+
+	. "github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
+)
+
+// The engines of the handover tests, as the transition table's fixture names them: me
+// and peer of rollout v2, old of v1, other of v3.
+var (
+	fxMe    = holder("me", "v2")
+	fxPeer  = holder("peer", "v2")
+	fxOld   = holder("old", "v1")
+	fxOther = holder("other", "v3")
 )
 
 func TestReleasedToFormKeepsSixKeysAndRoundTrips(t *testing.T) {
@@ -31,7 +43,7 @@ func TestReleasedToFormKeepsSixKeysAndRoundTrips(t *testing.T) {
 }
 
 // serveOn makes a sim serve the store's lease, whose epoch it settles as the first.
-func serveOn(t *testing.T, store *MemStore, h Holder) *sim {
+func serveOn(t *testing.T, store *leasetest.MemStore, h Holder) *sim {
 	t.Helper()
 	s := newSimWith(t, store, Config{Me: h, Lease: lease, StandbyTimeout: standby, Drain: drain})
 	s.start()
@@ -41,7 +53,7 @@ func serveOn(t *testing.T, store *MemStore, h Holder) *sim {
 	return s
 }
 
-func standbyOn(t *testing.T, store *MemStore, h Holder, hot bool) *sim {
+func standbyOn(t *testing.T, store *leasetest.MemStore, h Holder, hot bool) *sim {
 	t.Helper()
 	s := newSimWith(t, store, Config{Me: h, Lease: lease, StandbyTimeout: standby, Drain: drain, Hot: hot})
 	s.start()
@@ -55,7 +67,7 @@ func standbyOn(t *testing.T, store *MemStore, h Holder, hot bool) *sim {
 // standbys of v2 and v3 watch. v3 takes it at once, deferring the epoch like after a
 // delete; v2 keeps standing by, judging the form as a silent holder.
 func TestDirectedHandoverGoesToTheNamedRolloutAtOnce(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	old := serveOn(t, store, fxOld)
 	v2 := standbyOn(t, store, fxMe, false)
 	v3 := standbyOn(t, store, fxOther, false)
@@ -80,8 +92,8 @@ func TestDirectedHandoverGoesToTheNamedRolloutAtOnce(t *testing.T) {
 	if v3.m.State() != StateServing {
 		t.Fatalf("v3 %v, want serving at once", v3.m.State())
 	}
-	if v3.m.due != epochDeferred {
-		t.Fatalf("v3 settled the epoch as %v, want deferred behind the draining holder", v3.m.due)
+	if r := v3.m.Role(); !r.Shared {
+		t.Fatalf("v3 serves as %+v, want the epoch deferred behind the draining holder (shared)", r)
 	}
 	if v2.m.State() != StateStandby {
 		t.Fatalf("v2 %v, want standing by", v2.m.State())
@@ -100,7 +112,7 @@ func TestDirectedHandoverGoesToTheNamedRolloutAtOnce(t *testing.T) {
 // TestHandoverToADeadSuccessorCostsOneLease: the named rollout has no engine (it died
 // mid-handover); the other standby takes the form over after a lease of silence.
 func TestHandoverToADeadSuccessorCostsOneLease(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	old := serveOn(t, store, fxOld)
 	v2 := standbyOn(t, store, fxMe, false)
 	advance := run(t, old, v2)
@@ -119,7 +131,7 @@ func TestHandoverToADeadSuccessorCostsOneLease(t *testing.T) {
 	if v2.m.State() != StateServing {
 		t.Fatalf("v2 %v a lease after the hand-off to a dead v3, want serving", v2.m.State())
 	}
-	if v2.m.due == epochDeferred {
+	if v2.m.Role().Shared {
 		t.Fatal("v2 took the form over and deferred the epoch: a takeover bumps at once")
 	}
 }
@@ -127,7 +139,7 @@ func TestHandoverToADeadSuccessorCostsOneLease(t *testing.T) {
 // TestHandoverToAnInstance: without --to, the longest-waiting standby is named by its
 // instance; another standby of the same rollout waits.
 func TestHandoverToAnInstance(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	old := serveOn(t, store, fxOld)
 	a := standbyOn(t, store, fxMe, false)
 	b := standbyOn(t, store, fxOther, false)
@@ -140,21 +152,11 @@ func TestHandoverToAnInstance(t *testing.T) {
 	}
 }
 
-// TestFencedHolderDeletesEvenWithATarget: a holder not surely serving names nobody.
-func TestFencedHolderDeletesEvenWithATarget(t *testing.T) {
-	f := reach(t, fenced)
-	f.m.HandTo(Target{RolloutID: "v3"})
-	out := f.release()
-	if out.Op == nil || out.Op.Kind != OpDelete {
-		t.Fatalf("op %v, want a delete", out.Op)
-	}
-}
-
 // TestHotStandbyWaitsForItsOwnRollout: with standby hot, an engine of the holder's own
 // rollout stands by (with no timeout) instead of refusing, and takes over one lease
 // after the holder goes silent; without it, the same engine refuses.
 func TestHotStandbyWaitsForItsOwnRollout(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	holderSim := serveOn(t, store, fxPeer)
 	cold := newSim(t, store, fxMe)
 	cold.start()
@@ -181,77 +183,4 @@ func TestHotStandbyWaitsForItsOwnRollout(t *testing.T) {
 	if hot.m.State() != StateServing {
 		t.Fatalf("hot %v a lease after the crash, want serving", hot.m.State())
 	}
-}
-
-func reachHot(t *testing.T, s SubState) *fx {
-	t.Helper()
-	f := &fx{t: t, m: newMachine(t, Config{Me: fxMe, Lease: lease, StandbyTimeout: standby, Drain: drain, Hot: true}), now: t0}
-	return f.via(s)
-}
-
-// handoffRows are the table's scenarios for the directed handover and the hot standby.
-func handoffRows(rows map[transition]scenario) {
-	key := func(from SubState, in Input, when string, to SubState) transition {
-		return transition{From: from, In: in, When: when, To: to}
-	}
-	formFor := func(tg Target) func(f *fx) Record {
-		return func(f *fx) Record {
-			h := f.m.seen.Holder
-			if !h.Known() {
-				h = fxOld
-			}
-			return Record{Holder: h.ReleasedTo(tg), Revision: f.next()}
-		}
-	}
-	toUs := []func(f *fx) Record{formFor(Target{RolloutID: "v2"}), formFor(Target{InstanceID: fxMe.InstanceID, RolloutID: "v2"})}
-	toOther := []func(f *fx) Record{formFor(Target{RolloutID: "v3"}), formFor(Target{InstanceID: fxOther.InstanceID})}
-	reads := func(recs []func(f *fx) Record) []func(f *fx) Output {
-		var ins []func(f *fx) Output
-		for _, r := range recs {
-			ins = append(ins, func(f *fx) Output { return f.read(r(f)) })
-		}
-		return ins
-	}
-	observes := func(recs []func(f *fx) Record) []func(f *fx) Output {
-		var ins []func(f *fx) Output
-		for _, r := range recs {
-			ins = append(ins, func(f *fx) Output { return f.observe(r(f)) })
-		}
-		return ins
-	}
-	for _, s := range []SubState{claimReading, watchReading, standbyReading} {
-		to, other := takingOver, claimWatching
-		if s == standbyReading {
-			to, other = standbyTakingOver, standingBy
-		}
-		rows[key(s, InputDone, "read: released to us (take it at once)", to)] = each(reads(toUs)...)
-		if s != claimReading {
-			rows[key(s, InputDone, "read: released to another (silent from here)", other)] = each(reads(toOther)...)
-		}
-	}
-	for _, s := range []SubState{claimWatching, watchRetryWait, standingBy, standbyRetryWait} {
-		to, other := takingOver, claimWatching
-		if s == standingBy || s == standbyRetryWait {
-			to, other = standbyTakingOver, standingBy
-		}
-		rows[key(s, InputObserve, "released to us (take it at once)", to)] = each(observes(toUs)...)
-		rows[key(s, InputObserve, "released to another (silent from here)", other)] = each(observes(toOther)...)
-	}
-	hot := func(in func(f *fx) Output) scenario {
-		return func(t *testing.T, from SubState) []Output { return []Output{in(reachHot(t, from))} }
-	}
-	rows[key(claimReading, InputDone, "read: our rollout holds it, hot (stand by)", standingBy)] = hot(readBy(fxPeer))
-	rows[key(standingBy, InputObserve, "an engine of our rollout, hot (wait on)", standingBy)] = hot(obsBy(fxPeer))
-	rows[key(standbyRetryWait, InputObserve, "an engine of our rollout, hot (wait on)", standingBy)] = hot(obsBy(fxPeer))
-	rows[key(standbyReading, InputDone, "read: an engine of our rollout, hot (wait on)", standingBy)] = hot(seenBy(fxPeer))
-
-	handing := func(f *fx) {
-		f.m.HandTo(Target{RolloutID: "v3"})
-		releaseDeleting(f)
-		if op := f.m.InFlight(); op == nil || op.Kind != OpUpdate || op.Purpose != PurposeRelease {
-			f.t.Fatalf("in flight %v, want the hand-off write", op)
-		}
-	}
-	rows[key(releasing, InputDone, "hand-off write: ok or unknown", released)] = after(holding, handing, ok, unknown)
-	rows[key(releasing, InputDone, "hand-off write: conflict (read)", releasing)] = after(holding, handing, conflict)
 }

@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -7,9 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
 )
 
-// Named time fixtures: a 1 s lease renews every 250 ms and fences after 500 ms.
+// The fixture's times, as the internal tests (fixture_test.go) name them: a 1 s lease
+// renews every 250 ms and fences after 500 ms.
 const (
 	lease   = time.Second
 	renew   = lease / 4
@@ -20,10 +24,12 @@ const (
 
 var t0 = time.Date(2026, 10, 6, 10, 0, 0, 0, time.UTC)
 
-func holder(name, rollout string) Holder {
-	return Holder{InstanceID: "engine-" + name, Host: "host-" + name, PID: 1000, Version: "1.2.3",
-		RolloutID: rollout, StartedAt: "2026-10-06T10:00:00Z"}
-}
+// holder is the fixture's engine, the store contract's: engine-name on host-name.
+var holder = leasetest.Holder
+
+// newMachine fails t if its machine ever made a move the transition table does not
+// allow, or broke one of its invariants.
+var newMachine = NewCheckedMachine
 
 // sim drives a Machine against a MemStore on a virtual clock, the way the ownership
 // actor does: it runs each op at once (unless told to fail or lose replies), delivers
@@ -31,7 +37,7 @@ func holder(name, rollout string) Holder {
 type sim struct {
 	t         *testing.T
 	m         *Machine
-	store     *MemStore
+	store     *leasetest.MemStore
 	now       time.Time
 	log       []string
 	err       error
@@ -41,30 +47,14 @@ type sim struct {
 	loseNext  bool   // the next update lands but its reply is lost
 }
 
-func newSim(t *testing.T, store *MemStore, me Holder) *sim {
+func newSim(t *testing.T, store *leasetest.MemStore, me Holder) *sim {
 	t.Helper()
 	return newSimWith(t, store, Config{Me: me, Lease: lease, StandbyTimeout: standby})
 }
 
-func newSimWith(t *testing.T, store *MemStore, cfg Config) *sim {
+func newSimWith(t *testing.T, store *leasetest.MemStore, cfg Config) *sim {
 	t.Helper()
 	return &sim{t: t, m: newMachine(t, cfg), store: store, now: t0, seenRev: ^uint64(0)}
-}
-
-// newMachine is the test hook on the transition table: a test fails if its machine
-// ever made a move the table does not allow, or broke one of its invariants.
-func newMachine(t *testing.T, cfg Config) *Machine {
-	t.Helper()
-	m, err := NewMachine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if n, err := m.Illegal(); n != 0 {
-			t.Errorf("%d illegal transitions; the last: %v", n, err)
-		}
-	})
-	return m
 }
 
 func (s *sim) apply(out Output) {
@@ -117,7 +107,7 @@ func (s *sim) run(op Op) Result {
 func (s *sim) advance(until time.Time) {
 	for {
 		if s.m.Watching() {
-			rec := s.store.watched()
+			rec := s.store.Watched()
 			if key := max(rec.Revision, rec.Freed); key != s.seenRev {
 				s.seenRev = key
 				s.apply(s.m.Observe(s.now, rec))
@@ -127,7 +117,7 @@ func (s *sim) advance(until time.Time) {
 			s.seenRev = ^uint64(0)
 		}
 		if s.m.WatchingEpoch() {
-			if rec := s.store.epoch.Load(); rec.Revision != s.seenEpoch {
+			if rec := s.watchedEpoch(); rec.Revision != s.seenEpoch {
 				s.seenEpoch = rec.Revision
 				s.apply(s.m.ObserveEpoch(s.now, rec))
 				continue
@@ -151,6 +141,15 @@ func (s *sim) advance(until time.Time) {
 	}
 }
 
+// watchedEpoch is the epoch record as a watch delivers it: the store's.
+func (s *sim) watchedEpoch() EpochRecord {
+	rec, err := s.store.ReadEpoch(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rec
+}
+
 func (s *sim) start() { s.apply(s.m.Start(s.now)) }
 
 func (s *sim) at(d time.Duration) { s.advance(t0.Add(d)) }
@@ -169,7 +168,7 @@ func run(t *testing.T, sims ...*sim) func(d time.Duration) {
 }
 
 func TestFreeLeaseIsTakenAtOnceAndRenewed(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
 	if got := me.m.State(); got != StateServing {
@@ -209,7 +208,7 @@ func TestStartRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := NewMemStore()
+			store := leasetest.NewMemStore()
 			store.Put(tt.holder)
 			me := newSim(t, store, tt.me)
 			me.start()
@@ -258,7 +257,7 @@ func TestStartRules(t *testing.T) {
 
 func TestStandbyTakesOverOnReleaseAndAfterSilence(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		old := newSim(t, store, holder("old", "v1"))
 		old.start()
 		me := newSim(t, store, holder("me", "v2"))
@@ -281,7 +280,7 @@ func TestStandbyTakesOverOnReleaseAndAfterSilence(t *testing.T) {
 		}
 	})
 	t.Run("silence", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		store.Put(holder("old", "v1"))
 		me := newSim(t, store, holder("me", "v2"))
 		me.start()
@@ -295,7 +294,7 @@ func TestStandbyTakesOverOnReleaseAndAfterSilence(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		old := newSim(t, store, holder("old", "v1"))
 		old.start()
 		me := newSim(t, store, holder("me", "v2"))
@@ -313,7 +312,7 @@ func TestStandbyTakesOverOnReleaseAndAfterSilence(t *testing.T) {
 		}
 	})
 	t.Run("own rollout first", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		store.Put(holder("old", "v1"))
 		me := newSim(t, store, holder("me", "v2"))
 		me.start()
@@ -328,7 +327,7 @@ func TestStandbyTakesOverOnReleaseAndAfterSilence(t *testing.T) {
 }
 
 func TestFencingAndRestore(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
 	me.at(renew) // one successful renewal, sent at 250 ms
@@ -359,7 +358,7 @@ func TestFencingAndRestore(t *testing.T) {
 }
 
 func TestFencesBeforeAContenderCanTakeOver(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
 	other := newSim(t, store, holder("other", "v2"))
@@ -391,7 +390,7 @@ func TestFencesBeforeAContenderCanTakeOver(t *testing.T) {
 }
 
 func TestRenewalWithLostReplyKeepsTheLease(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
 	me.loseNext = true
@@ -412,7 +411,7 @@ func TestRenewalWithLostReplyKeepsTheLease(t *testing.T) {
 }
 
 func TestDeletedLeaseIsTakenAgain(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
 	rec, _ := store.Read(context.Background())
@@ -427,7 +426,7 @@ func TestDeletedLeaseIsTakenAgain(t *testing.T) {
 }
 
 func TestThiefMakesTheHolderLost(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.start()
 	store.Put(holder("thief", ""))
@@ -445,7 +444,7 @@ func TestThiefMakesTheHolderLost(t *testing.T) {
 
 func TestReleaseRereadsOnConflictAndNeverDeletesAnother(t *testing.T) {
 	t.Run("reply of the last renewal lost", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		me := newSim(t, store, holder("me", ""))
 		me.start()
 		me.loseNext = true
@@ -457,7 +456,7 @@ func TestReleaseRereadsOnConflictAndNeverDeletesAnother(t *testing.T) {
 		}
 	})
 	t.Run("another holder", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		me := newSim(t, store, holder("me", ""))
 		me.start()
 		store.Put(holder("other", ""))
@@ -468,7 +467,7 @@ func TestReleaseRereadsOnConflictAndNeverDeletesAnother(t *testing.T) {
 		}
 	})
 	t.Run("standby and idle release without a delete", func(t *testing.T) {
-		store := NewMemStore()
+		store := leasetest.NewMemStore()
 		rev := store.Put(holder("old", "v1"))
 		me := newSim(t, store, holder("me", "v2"))
 		me.start()
@@ -504,7 +503,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestStoreErrorsDuringClaimAreRetried(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	me := newSim(t, store, holder("me", ""))
 	me.failing = true
 	me.start()
@@ -529,7 +528,7 @@ func ExampleHolder_String() {
 
 // epochOps runs the epoch calls out asks for against store, at now, and returns the
 // first Output that asks for no epoch call.
-func epochOps(m *Machine, store *MemStore, now time.Time, out Output) Output {
+func epochOps(m *Machine, store *leasetest.MemStore, now time.Time, out Output) Output {
 	ctx := context.Background()
 	for out.Op != nil && (out.Op.Kind == OpReadEpoch || out.Op.Kind == OpWriteEpoch) {
 		res := Result{ID: out.Op.ID}

@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	. "github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/leasetest"
 )
 
 func TestPeriodCodec(t *testing.T) {
@@ -64,7 +67,7 @@ func TestHolderLeaseNamesTheHolderOnly(t *testing.T) {
 
 // A holder publishes its lease period when it takes the lease, before it serves.
 func TestHolderPublishesItsPeriodBeforeServing(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	m := newMachine(t, Config{Me: holder("me", ""), Lease: longLease, StandbyTimeout: standby})
 	out := m.Start(t0)
 	out = m.Done(t0, Result{ID: out.Op.ID}) // read: free
@@ -174,7 +177,7 @@ func TestContenderJudgesTheHolderByTheLongerPeriod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			store := NewMemStore()
+			store := leasetest.NewMemStore()
 			h := holder("holder", "")
 			store.Put(h)
 			switch tt.publish {
@@ -223,7 +226,7 @@ func TestContenderJudgesTheHolderByTheLongerPeriod(t *testing.T) {
 
 // Two real machines: a holder on a long lease and a contender on a short one.
 func TestShortLeaseContenderNextToALongLeaseHolder(t *testing.T) {
-	store := NewMemStore()
+	store := leasetest.NewMemStore()
 	h := newSimWith(t, store, Config{Me: holder("holder", ""), Lease: longLease, StandbyTimeout: standby})
 	h.start()
 	h.at(longLease/4 + 10*time.Millisecond) // just after a renewal: the next is 2 s away

@@ -1,6 +1,7 @@
 // Package leasetest is the contract every lease.Store passes (Run: the lease record, the
-// holder's period and the epoch record), and Flaky, a Store
-// wrapper that fails or loses replies on demand for tests of what drives a store.
+// holder's period and the epoch record), and the stores the tests of what drives a
+// store use: MemStore, a Store in memory, and Flaky, a Store wrapper that fails or
+// loses replies on demand.
 //
 // It is exported so that a store written elsewhere can prove itself with
 //

@@ -11,5 +11,5 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestMemStoreContract(t *testing.T) {
-	leasetest.Run(t, func(*testing.T) lease.Store { return lease.NewMemStore() })
+	leasetest.Run(t, func(*testing.T) lease.Store { return leasetest.NewMemStore() })
 }
