@@ -3,7 +3,8 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/abi-engine/engine/internal/fsmtable"
 )
 
 // HandoverInput is what moves a HandoverMachine's phase: a message of the cascade, a
@@ -64,6 +65,62 @@ func inputOf(msg any) HandoverInput {
 	return InputOther
 }
 
+// phaseRow is a row of the table above HandoverMachine: in From, input In (when the
+// condition When holds) moves the handover to To.
+type phaseRow = fsmtable.Row[Phase, HandoverInput]
+
+// row is a row of phaseTable, written as the table reads: from, input, when, to.
+func row(from Phase, in HandoverInput, when string, to Phase) phaseRow {
+	return phaseRow{From: from, In: in, When: when, To: to}
+}
+
+// phaseTable is the table above HandoverMachine, as data: to() allows only these
+// moves, and a test renders it (in columns of 11 and 57) and finds it in
+// HandoverMachine's doc comment.
+var phaseTable = fsmtable.New([]phaseRow{
+	row(PhaseRelaying, InputHandover, "a jobs host", PhaseJobs),
+	row(PhaseRelaying, InputHandover, "no jobs host", PhaseRelease),
+	row(PhaseRelaying, InputHandover, "fail point release-before-jobs", PhaseRelease),
+
+	row(PhaseJobs, InputDrained, "the jobs host's", PhaseRelease),
+	row(PhaseJobs, InputDeadline, "the runs returned, or the lease not ours to keep", PhaseRelease),
+	row(PhaseJobs, InputDeadline, "a run has not returned, the lease ours", PhaseJobs),
+	row(PhaseJobs, InputDrained, "the jobs host's, release-before-jobs", PhaseStop),
+	row(PhaseJobs, InputDeadline, "release-before-jobs", PhaseStop),
+
+	row(PhaseRelease, InputReleased, "a successor check", PhaseSuccessor),
+	row(PhaseRelease, InputReleased, "no successor check", PhaseDrain),
+	row(PhaseRelease, InputDeadline, "a successor check", PhaseSuccessor),
+	row(PhaseRelease, InputDeadline, "no successor check", PhaseDrain),
+	row(PhaseRelease, InputLost, "a successor check", PhaseSuccessor),
+	row(PhaseRelease, InputLost, "no successor check", PhaseDrain),
+	row(PhaseRelease, InputOver, "nothing to release, a successor check", PhaseSuccessor),
+	row(PhaseRelease, InputOver, "nothing to release, no successor check", PhaseDrain),
+
+	row(PhaseSuccessor, InputOver, "no bound, member, release or standby", PhaseDrain),
+	row(PhaseSuccessor, InputSuccessorDone, "", PhaseDrain),
+	row(PhaseSuccessor, InputRollCall, "none stands by", PhaseDrain),
+	row(PhaseSuccessor, InputDeadline, "", PhaseDrain),
+
+	row(PhaseDrain, InputOver, "no member, or drain_seconds 0", PhaseSessions),
+	row(PhaseDrain, InputDrained, "the last member's", PhaseSessions),
+	row(PhaseDrain, InputDeadline, "", PhaseSessions),
+
+	row(PhaseSessions, InputOver, "no wait, or past the drain deadline", PhaseStop),
+	row(PhaseSessions, InputSessionsDone, "", PhaseStop),
+	row(PhaseSessions, InputDeadline, "", PhaseStop),
+	row(PhaseSessions, InputOver, "release-before-jobs, a jobs host", PhaseJobs),
+	row(PhaseSessions, InputSessionsDone, "release-before-jobs, a jobs host", PhaseJobs),
+	row(PhaseSessions, InputDeadline, "release-before-jobs, a jobs host", PhaseJobs),
+
+	row(PhaseStop, InputOver, "no member and no jobs host", PhaseDrained),
+	row(PhaseStop, InputDown, "the last", PhaseDrained),
+	row(PhaseStop, InputDeadline, "", PhaseDrained),
+
+	row(PhaseDrained, InputDrainMarked, "", PhaseDone),
+	row(PhaseDrained, InputDeadline, "", PhaseDone),
+}, 11, 57)
+
 // ErrIllegalPhaseMove is matched by every *PhaseMoveError.
 var ErrIllegalPhaseMove = errors.New("actors: illegal handover move")
 
@@ -81,101 +138,13 @@ func (e *PhaseMoveError) Error() string {
 
 func (e *PhaseMoveError) Is(target error) bool { return target == ErrIllegalPhaseMove }
 
-// phaseRow is a row of the table above HandoverMachine: in From, input In (when the
-// condition When holds) moves the handover to To.
-type phaseRow struct {
-	From Phase
-	In   HandoverInput
-	When string
-	To   Phase
-}
-
-// phaseRows is the table above HandoverMachine, as data: to() allows only these moves,
-// and a test renders it and finds it in HandoverMachine's doc comment.
-var phaseRows = []phaseRow{
-	{PhaseRelaying, InputHandover, "a jobs host", PhaseJobs},
-	{PhaseRelaying, InputHandover, "no jobs host", PhaseRelease},
-	{PhaseRelaying, InputHandover, "fail point release-before-jobs", PhaseRelease},
-
-	{PhaseJobs, InputDrained, "the jobs host's", PhaseRelease},
-	{PhaseJobs, InputDeadline, "the runs returned, or the lease not ours to keep", PhaseRelease},
-	{PhaseJobs, InputDeadline, "a run has not returned, the lease ours", PhaseJobs},
-	{PhaseJobs, InputDrained, "the jobs host's, release-before-jobs", PhaseStop},
-	{PhaseJobs, InputDeadline, "release-before-jobs", PhaseStop},
-
-	{PhaseRelease, InputReleased, "a successor check", PhaseSuccessor},
-	{PhaseRelease, InputReleased, "no successor check", PhaseDrain},
-	{PhaseRelease, InputDeadline, "a successor check", PhaseSuccessor},
-	{PhaseRelease, InputDeadline, "no successor check", PhaseDrain},
-	{PhaseRelease, InputLost, "a successor check", PhaseSuccessor},
-	{PhaseRelease, InputLost, "no successor check", PhaseDrain},
-	{PhaseRelease, InputOver, "nothing to release, a successor check", PhaseSuccessor},
-	{PhaseRelease, InputOver, "nothing to release, no successor check", PhaseDrain},
-
-	{PhaseSuccessor, InputOver, "no bound, member, release or standby", PhaseDrain},
-	{PhaseSuccessor, InputSuccessorDone, "", PhaseDrain},
-	{PhaseSuccessor, InputRollCall, "none stands by", PhaseDrain},
-	{PhaseSuccessor, InputDeadline, "", PhaseDrain},
-
-	{PhaseDrain, InputOver, "no member, or drain_seconds 0", PhaseSessions},
-	{PhaseDrain, InputDrained, "the last member's", PhaseSessions},
-	{PhaseDrain, InputDeadline, "", PhaseSessions},
-
-	{PhaseSessions, InputOver, "no wait, or past the drain deadline", PhaseStop},
-	{PhaseSessions, InputSessionsDone, "", PhaseStop},
-	{PhaseSessions, InputDeadline, "", PhaseStop},
-	{PhaseSessions, InputOver, "release-before-jobs, a jobs host", PhaseJobs},
-	{PhaseSessions, InputSessionsDone, "release-before-jobs, a jobs host", PhaseJobs},
-	{PhaseSessions, InputDeadline, "release-before-jobs, a jobs host", PhaseJobs},
-
-	{PhaseStop, InputOver, "no member and no jobs host", PhaseDrained},
-	{PhaseStop, InputDown, "the last", PhaseDrained},
-	{PhaseStop, InputDeadline, "", PhaseDrained},
-
-	{PhaseDrained, InputDrainMarked, "", PhaseDone},
-	{PhaseDrained, InputDeadline, "", PhaseDone},
-}
-
-type phaseMove struct {
-	from, to Phase
-	in       HandoverInput
-}
-
-// legalPhaseMoves indexes phaseRows.
-var legalPhaseMoves = func() map[phaseMove]bool {
-	m := make(map[phaseMove]bool, len(phaseRows))
-	for _, r := range phaseRows {
-		m[phaseMove{r.From, r.To, r.In}] = true
-	}
-	return m
-}()
-
 // to moves the handover to p, checking the move against the table.
 func (m *HandoverMachine) to(out *HandoverOutput, p Phase) {
 	mv := PhaseMove{From: m.phase, To: p, Input: m.in}
-	if !legalPhaseMoves[phaseMove{mv.From, mv.To, mv.Input}] {
+	if !phaseTable.Legal(mv.From, mv.Input, mv.To) {
 		m.illegal++
 		out.Illegal = append(out.Illegal, &PhaseMoveError{From: mv.From, To: mv.To, Input: mv.Input})
 	}
 	out.Moves = append(out.Moves, mv)
 	m.phase = p
-}
-
-// phaseTableText renders phaseRows as the table in HandoverMachine's doc comment.
-func phaseTableText() string {
-	var b strings.Builder
-	for i, r := range phaseRows {
-		from := r.From.String()
-		if i > 0 && phaseRows[i-1].From == r.From {
-			from = ""
-		} else if i > 0 {
-			b.WriteString("\n")
-		}
-		in := r.In.String()
-		if r.When != "" {
-			in += " " + r.When
-		}
-		fmt.Fprintf(&b, "%-11s %-57s → %s\n", from, in, r.To)
-	}
-	return b.String()
 }

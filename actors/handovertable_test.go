@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/abi-engine/engine/internal/fsmtable/fsmtabletest"
 	"github.com/abi-engine/engine/lease"
 )
 
@@ -265,10 +263,10 @@ func hmRows() map[phaseRow]hmScenario {
 // of the row's phase on its input), and no move the table lacks.
 func TestHandoverTransitionTable(t *testing.T) {
 	rows := hmRows()
-	if len(rows) != len(phaseRows) {
-		t.Errorf("%d scenarios for %d rows", len(rows), len(phaseRows))
+	if len(rows) != len(phaseTable.Rows()) {
+		t.Errorf("%d scenarios for %d rows", len(rows), len(phaseTable.Rows()))
 	}
-	for _, row := range phaseRows {
+	for _, row := range phaseTable.Rows() {
 		t.Run(fmt.Sprintf("%s %s %s", row.From, row.In, row.When), func(t *testing.T) {
 			sc := rows[row]
 			if sc == nil {
@@ -311,37 +309,10 @@ func TestIllegalHandoverMoveIsReported(t *testing.T) {
 // TestHandoverTableIsDocumented keeps the table in HandoverMachine's doc comment the
 // one the machine consults, and every phase in it.
 func TestHandoverTableIsDocumented(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "rootmachine.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if g, ok := n.(*ast.GenDecl); ok && g.Tok == token.TYPE {
-			if ts := g.Specs[0].(*ast.TypeSpec); ts.Name.Name == "HandoverMachine" {
-				doc = g.Doc.Text()
-			}
-		}
-		return true
-	})
-	var want strings.Builder
-	for _, l := range strings.Split(phaseTableText(), "\n") {
-		if l = strings.TrimRight(l, " "); l != "" {
-			want.WriteString("\t" + l + "\n")
-		} else {
-			want.WriteString("\n")
-		}
-	}
-	if !strings.Contains(doc, want.String()) {
-		t.Fatalf("HandoverMachine's doc comment lacks the transition table; it should read:\n%s", want.String())
-	}
-	inTable := map[Phase]bool{}
-	for _, r := range phaseRows {
-		inTable[r.From], inTable[r.To] = true, true
-	}
+	fsmtabletest.CheckDoc(t, "rootmachine.go", "HandoverMachine", phaseTable)
 	for p := PhaseRelaying; p <= PhaseDone; p++ {
-		if !inTable[p] || hmPaths()[p] == nil {
-			t.Errorf("%s: in the table %v, a path %v", p, inTable[p], hmPaths()[p] != nil)
+		if !phaseTable.Has(p) || hmPaths()[p] == nil {
+			t.Errorf("%s: in the table %v, a path %v", p, phaseTable.Has(p), hmPaths()[p] != nil)
 		}
 	}
 }

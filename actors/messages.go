@@ -80,6 +80,11 @@ type (
 	// ClaimFailed: the claim ended with an error (another engine serves, or the standby
 	// timed out); the engine must not serve.
 	ClaimFailed struct{ Err error }
+	// StatusChanged: the ownership published Status (a state, a renewal's revision, a
+	// hand-off target). A subscriber hears each change, before the role broadcast of
+	// the same step, and the current status when it subscribes; the root publishes it
+	// with its phase, so that one snapshot tells both.
+	StatusChanged struct{ Status Status }
 )
 
 // Commands the ownership actor takes.
@@ -88,6 +93,9 @@ type (
 	Release struct{}
 	// Subscribe adds a receiver of the role broadcasts; it is sent the current role at once.
 	Subscribe struct{ PID *actor.PID }
+	// Unsubscribe removes a receiver of the role broadcasts: a root that stops, which
+	// every later StatusChanged (one a renewal) would otherwise reach dead.
+	Unsubscribe struct{ PID *actor.PID }
 	// MarkDrained tells the ownership that the handover's drain is over: a release
 	// that marked the epoch record draining marks it drained. Reply: DrainMarked, once
 	// the mark is written (or there was none to write).

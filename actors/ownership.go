@@ -231,11 +231,11 @@ func (o *Ownership) Stop(ctx context.Context) error {
 // and the timer each child was last told. Goroutines: one per claim or release call,
 // cancelled when it stops or restarts, waited for by Ownership.Stop; each reports
 // opDone. Messages: it takes tick (from the renewer's, fencer's and contender's
-// timers), observed and observedEpoch (contender), opDone, childUp, Release, Subscribe
-// and MarkDrained; it sends runOp to the renewer, arm to each child, watch and
-// watchEpoch to the contender, the role broadcasts (Serving, StandingBy, Fenced, Lost,
-// Released, ClaimFailed) and EpochChanged to its subscribers, and DrainMarked to whoever
-// sent MarkDrained, once its mark is over.
+// timers), observed and observedEpoch (contender), opDone, childUp, Release, Subscribe,
+// Unsubscribe and MarkDrained; it sends runOp to the renewer, arm to each child, watch
+// and watchEpoch to the contender, the role broadcasts (Serving, StandingBy, Fenced,
+// Lost, Released, ClaimFailed), EpochChanged and StatusChanged to its subscribers, and
+// DrainMarked to whoever sent MarkDrained, once its mark is over.
 type ownershipActor struct {
 	core     *core
 	worker   *worker
@@ -270,7 +270,7 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		a.apply(c, k.machine.Release(k.clock.Now()))
 	case HandTo:
 		k.machine.HandTo(m.Target)
-		a.publish()
+		a.publish(c)
 	case MarkDrained:
 		if from := c.Sender(); from != nil {
 			k.drainWaiters = append(k.drainWaiters, from)
@@ -285,9 +285,12 @@ func (a *ownershipActor) Receive(c *actor.Context) {
 		if !slices.ContainsFunc(k.subs, m.PID.Equals) {
 			k.subs = append(k.subs, m.PID)
 		}
+		c.Send(m.PID, StatusChanged{Status: k.status.Load()})
 		if r := k.machine.Role(); r.Kind != lease.RoleNone {
 			c.Send(m.PID, roleMessage(r))
 		}
+	case Unsubscribe:
+		k.subs = slices.DeleteFunc(k.subs, m.PID.Equals)
 	case childUp:
 		// A restarted child lost its timer (and the contender its watch); a call the
 		// renewer ran reports its own end, cancelled: an unknown outcome.
@@ -376,7 +379,7 @@ func (a *ownershipActor) apply(c *actor.Context, out lease.Output) {
 	case lease.GateClose:
 		k.gate.Close()
 	}
-	a.publish()
+	a.publish(c)
 	if out.Role.Kind != lease.RoleNone {
 		msg := roleMessage(out.Role)
 		for _, pid := range k.subs {
@@ -416,8 +419,9 @@ func (a *ownershipActor) arm(c *actor.Context, d lease.Deadlines) {
 	}
 }
 
-// publish publishes the status the machine is in.
-func (a *ownershipActor) publish() {
+// publish publishes the status the machine is in, and tells the subscribers when it
+// changed (StatusChanged).
+func (a *ownershipActor) publish(c *actor.Context) {
 	m := a.core.machine
 	s := Status{State: m.State(), Revision: m.Revision(), Epoch: m.Epoch(), LastRenewed: a.core.clock.Real(m.LastRenewed()), Err: m.Err(),
 		HandingTo: m.HandingTo(), Tampered: m.Tampered()}
@@ -428,13 +432,20 @@ func (a *ownershipActor) publish() {
 		s.Holder = m.Seen().Holder
 	}
 	now := time.Now()
+	changed := false
 	a.core.status.Update(func(old Status) (Status, bool) {
 		s.Since = old.Since
 		if s.State != old.State || old.Since.IsZero() {
 			s.Since = now
 		}
-		return s, s != old
+		changed = s != old
+		return s, changed
 	})
+	if changed {
+		for _, pid := range a.core.subs {
+			c.Send(pid, StatusChanged{Status: s})
+		}
+	}
 }
 
 // roleMessage is the broadcast for a role change.

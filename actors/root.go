@@ -101,20 +101,22 @@ func SpawnRoot(e *actor.Engine, cfg RootConfig) (*Root, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	// What the root needs of the ownership is taken here, once, and never changes: its
-	// PID, its lease configuration and its watch for a successor. From here on the root
-	// knows the ownership's state only from its broadcasts.
+	// What the root needs of the ownership is taken here, once: its PID, its lease
+	// configuration and its watch for a successor, and its status to publish until the
+	// first StatusChanged comes. From here on the root knows the ownership only from its
+	// broadcasts.
 	m := newHandoverMachine(handoverConfig{
 		ownership: cfg.Ownership.PID(), jobs: cfg.Jobs, members: cfg.Members, drain: cfg.Drain,
 		lease:     cfg.Ownership.Config(),
 		successor: cfg.Successor != nil, sessions: cfg.Sessions != nil, rollCall: cfg.AnyStandby != nil,
 		faults: rootFaults(cfg.Failpoints),
 	})
+	m.status = cfg.Ownership.Status()
 	waitsCtx, stopWaits := context.WithCancel(context.Background())
 	r := &Root{
 		cfg: cfg, engine: e, log: log.Named("root"), clock: clk, machine: m,
 		nextHolder: cfg.Ownership.NextHolder,
-		view:       notify.New(rootView{phase: m.phase, state: m.state}),
+		view:       notify.New(m.view(rootView{})),
 		ended:      make(chan struct{}),
 		waits:      NewGroup(), waitsCtx: waitsCtx, stopWaits: stopWaits,
 	}
@@ -143,6 +145,24 @@ func (r *Root) Phase() Phase { return r.view.Load().phase }
 // the state before it (idle, standby, fenced). Leaving serving shows first in the
 // ownership's status, which the root hears of after it.
 func (r *Root) State() lease.State { return r.view.Load().state }
+
+// RootView is one snapshot the root actor published: the ownership's status as the
+// root last heard it (StatusChanged), and the root's phase, the state its members carry
+// out (State) and its failing members (Failing). The actor publishes it at the end of
+// every Receive that changed any of them, so its fields are of one moment: a reader
+// never sees a lease status of one moment beside a phase of another.
+type RootView struct {
+	Lease   Status
+	Phase   Phase
+	State   lease.State
+	Failing []MemberFailure
+}
+
+// View is the snapshot the root last published (RootView).
+func (r *Root) View() RootView {
+	v := r.view.Load()
+	return RootView{Lease: v.lease, Phase: v.phase, State: v.state, Failing: v.failing}
+}
 
 // Handover starts the cascade and waits until it is done or ctx ends. Calling it
 // again waits for the same cascade.
@@ -212,6 +232,9 @@ func (a *rootActor) Receive(c *actor.Context) {
 	case actor.Stopped:
 		a.stopTimers()
 		a.r.stopWaits() // Close waits for them
+		// The ownership outlives the root (the teardown stops the root first): its
+		// status changes, one a renewal, must not reach a root that is gone.
+		c.Send(a.m.cfg.ownership, Unsubscribe{PID: c.PID()})
 		return
 	case retryServe:
 		delete(a.retries, msg.to.String())
@@ -361,7 +384,7 @@ func (a *rootActor) publish() {
 	a.r.view.Update(func(old rootView) (rootView, bool) {
 		v := a.m.view(old)
 		// err is set once, with ended; errors need not be comparable.
-		return v, v.phase != old.phase || v.state != old.state || v.up != old.up ||
+		return v, v.lease != old.lease || v.phase != old.phase || v.state != old.state || v.up != old.up ||
 			v.served != old.served || v.epoch != old.epoch || v.ended != old.ended || v.failGen != old.failGen
 	})
 }

@@ -64,7 +64,8 @@ const serveRetry = 500 * time.Millisecond
 // is not safe for concurrent use: the root actor owns it.
 //
 // It knows the ownership only from the role broadcasts it is fed: the state the last
-// one told (owner) stands for the ownership's status.
+// one told (owner) stands for the ownership's status. The ownership's StatusChanged it
+// keeps only to publish it with the phase (the root's one view); it moves nothing.
 //
 // The handover phases move by the table below (an input not listed for a phase leaves
 // it as it is). "Over" is a phase that began with nothing to wait for (no jobs, no
@@ -144,6 +145,8 @@ type HandoverMachine struct {
 
 	// owner is the ownership's state as its last role broadcast told it.
 	owner lease.State
+	// status is the ownership's status as its last StatusChanged told it, for the view.
+	status Status
 
 	// the serving period: Serve was sent, and these members have not confirmed it yet
 	state     lease.State // what the members carry out (serving once all confirmed)
@@ -293,15 +296,18 @@ func (o *HandoverOutput) send(to *actor.PID, msg any) {
 }
 
 // Step feeds the machine one input, received at now: a role broadcast (Serving,
-// EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed), a member's reply
-// (Accepting, ServeFailed, Drained, Down), the ownership's DrainMarked, Handover, or
-// what a timer or a wait of the root's reported. Anything else asks nothing.
+// EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed), the ownership's
+// StatusChanged, a member's reply (Accepting, ServeFailed, Drained, Down), the
+// ownership's DrainMarked, Handover, or what a timer or a wait of the root's reported.
+// Anything else asks nothing.
 func (m *HandoverMachine) Step(now time.Time, msg any) HandoverOutput {
 	var out HandoverOutput
 	m.in = inputOf(msg)
 	switch msg := msg.(type) {
 	case Serving, EpochChanged, StandingBy, Fenced, Lost, Released, ClaimFailed:
 		m.roleChanged(&out, now, msg)
+	case StatusChanged:
+		m.status = msg.Status
 	case Accepting:
 		if msg.On {
 			m.accepted(msg.From)
@@ -484,6 +490,7 @@ func (m *HandoverMachine) fanOut(out *HandoverOutput, msg any, withJobs bool) {
 
 // rootView is the snapshot the handles read.
 type rootView struct {
+	lease  Status // the ownership's, as the root last heard it
 	phase  Phase
 	state  lease.State
 	up     bool
@@ -498,8 +505,8 @@ type rootView struct {
 
 // view is what the root publishes; failing is listed only when failGen moved past old's.
 func (m *HandoverMachine) view(old rootView) rootView {
-	v := rootView{phase: m.phase, state: m.state, up: m.up, served: m.served, epoch: m.epoch, ended: m.ended, err: m.err,
-		failGen: m.failGen, failing: old.failing}
+	v := rootView{lease: m.status, phase: m.phase, state: m.state, up: m.up, served: m.served, epoch: m.epoch,
+		ended: m.ended, err: m.err, failGen: m.failGen, failing: old.failing}
 	if v.failGen != old.failGen {
 		v.failing = m.failing.list()
 	}

@@ -91,7 +91,7 @@ func (m *Machine) check(out *Output, now time.Time) {
 
 // to moves the machine to next, checking the move against the table.
 func (m *Machine) to(out *Output, next SubState) {
-	if !legal(m.sub, m.in, next) {
+	if !transitionTable.Legal(m.sub, m.in, next) {
 		m.report(out, &TransitionError{From: m.sub, To: next, Input: m.in})
 	}
 	out.Moves = append(out.Moves, Move{From: m.sub, To: next, Input: m.in})

@@ -2,12 +2,11 @@ package lease
 
 import (
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/abi-engine/engine/internal/fsmtable/fsmtabletest"
 )
 
 // The fixture's engines: me (rollout v2), peer (our rollout), old (another rollout).
@@ -442,42 +441,15 @@ func TestIllegalTransitionIsReported(t *testing.T) {
 // TestTableIsDocumented keeps the table in Machine's doc comment the one the machine
 // consults.
 func TestTableIsDocumented(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "machine.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if g, ok := n.(*ast.GenDecl); ok && g.Tok == token.TYPE {
-			if ts := g.Specs[0].(*ast.TypeSpec); ts.Name.Name == "Machine" {
-				doc = g.Doc.Text()
-			}
-		}
-		return true
-	})
-	var want strings.Builder
-	for _, l := range strings.Split(tableText(), "\n") {
-		if l = strings.TrimRight(l, " "); l != "" {
-			want.WriteString("\t" + l + "\n")
-		} else {
-			want.WriteString("\n")
-		}
-	}
-	if !strings.Contains(doc, want.String()) {
-		t.Fatalf("Machine's doc comment lacks the transition table; it should read:\n%s", want.String())
-	}
+	fsmtabletest.CheckDoc(t, "machine.go", "Machine", transitionTable)
 }
 
 // TestEverySubStateIsReachedAndNamed: every sub-state has a path in the fixture, a name,
 // and appears in the table.
 func TestEverySubStateIsReachedAndNamed(t *testing.T) {
-	inTable := map[SubState]bool{}
-	for _, r := range transitions {
-		inTable[r.From], inTable[r.To] = true, true
-	}
 	for s := unstarted; s < numSubStates; s++ {
-		if s.attrs().name == "" || paths()[s] == nil || !inTable[s] {
-			t.Errorf("%s: name %q, path %v, in the table %v", s, s.attrs().name, paths()[s] != nil, inTable[s])
+		if s.attrs().name == "" || paths()[s] == nil || !transitionTable.Has(s) {
+			t.Errorf("%s: name %q, path %v, in the table %v", s, s.attrs().name, paths()[s] != nil, transitionTable.Has(s))
 		}
 	}
 }

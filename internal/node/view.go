@@ -13,10 +13,9 @@ const (
 	StateClient = "client"
 )
 
-// View is where the engine stands, read once from what its actors publish (the
-// ownership's status, the root's state, phase and failing members): /status, the
-// metrics, step-down, the watch of rivals and the epoch of a call's trace all read it,
-// so "serving" has one definition (State).
+// View is where the engine stands, read once from what its actors publish: /status,
+// the metrics, step-down, the watch of rivals and the epoch of a call's trace all read
+// it, so "serving" has one definition (State).
 type View struct {
 	Up   bool        // Load has returned (an end that began after it keeps this)
 	Role config.Role // effective: serve or client once loaded
@@ -27,11 +26,13 @@ type View struct {
 	// member that failed to serve shows as serving (it holds the lease, and no other
 	// engine serves); Failing names the member.
 	State string
-	// Lease is the ownership's status; HasLease is false before the claim and after
-	// the teardown (and on a client).
+	// Lease is the ownership's status (as the root last heard it, once there is a
+	// root); HasLease is false before the claim and after the teardown (and on a
+	// client).
 	Lease    actors.Status
 	HasLease bool
-	// Phase is the root's handover phase; HasRoot is false until the root is spawned.
+	// Phase is the root's handover phase, of the same snapshot as Lease; HasRoot is
+	// false until the root is spawned.
 	Phase   actors.Phase
 	HasRoot bool
 	// Failing are the root's failing members while this engine holds the lease (none
@@ -56,7 +57,14 @@ func (v View) CanHandOver() bool {
 	return v.HasLease && v.HasRoot && v.Lease.State == lease.StateServing && v.Phase == actors.PhaseRelaying
 }
 
-// View reads where the engine stands now.
+// View reads where the engine stands now. Once the root actor exists, everything the
+// view takes of the actors (the lease's status, the phase, the root's state and its
+// failing members) is one snapshot the root published (actors.RootView), so the lease
+// status and the phase are of one moment: the root's, which hears of a change of the
+// lease in the ownership's StatusChanged, in order with the role broadcasts. Before the
+// root exists (the claim, a standby's proof, a refused claim) the lease is the
+// ownership's own status, read alone; after the teardown (and on a client, or before
+// the claim) there is neither, and the state is idle (or client).
 func (e *Engine) View() View {
 	e.mu.Lock()
 	role, own, root, up := e.role, e.ownership, e.root, e.upLocked()
@@ -65,15 +73,17 @@ func (e *Engine) View() View {
 		role = e.cfg.NATS.Engine.Role
 	}
 	v := View{Up: up, Role: role}
-	if own != nil {
-		v.Lease, v.HasLease = own.Status(), true
-	}
 	var rootState lease.State
-	if root != nil {
-		v.Phase, v.HasRoot, rootState = root.Phase(), true, root.State()
-		if v.HasLease && v.Lease.State == lease.StateServing {
-			v.Failing = root.Failing()
+	switch {
+	case root != nil: // its ownership exists as long as it does
+		rv := root.View()
+		v.Lease, v.HasLease = rv.Lease, true
+		v.Phase, v.HasRoot, rootState = rv.Phase, true, rv.State
+		if v.Lease.State == lease.StateServing {
+			v.Failing = rv.Failing
 		}
+	case own != nil:
+		v.Lease, v.HasLease = own.Status(), true
 	}
 	v.State = v.state(rootState)
 	return v
