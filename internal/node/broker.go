@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/abi-engine/engine/config"
 	"github.com/abi-engine/engine/internal/natsauth"
@@ -16,6 +17,69 @@ import (
 
 // This file is how an engine finds its broker and connects to it.
 
+// connFlush bounds the flush of a connection as it closes: what was published leaves.
+const connFlush = time.Second
+
+// conns are the engine's connections to its broker, which connect dialled and the
+// tree owns.
+type conns struct {
+	url     string
+	opts    []nats.Option // the login and TLS of every connection (natsauth)
+	client  *nats.Conn    // a client engine's only connection
+	lease   *nats.Conn    // the lease's own, so a busy service connection never delays a renewal
+	service *nats.Conn    // the connection every member uses
+}
+
+// connect is Load's first step: it finds the broker (brokerURL) and dials every
+// connection the role needs (dial): a client's one, or a serving or auto engine's
+// lease and service connections. An auto engine refused by the lease dials its client
+// connection later, with the same c.
+func (e *Engine) connect(ctx context.Context, role config.Role) (conns, error) {
+	// natsauth adds nats.credentials with the other logins.
+	opts, err := natsauth.Options(e.cfg.NATS)
+	if err != nil {
+		return conns{}, fmt.Errorf("engine: connect to NATS: %w", err)
+	}
+	c := conns{opts: opts}
+	c.url, err = e.brokerURL(ctx, opts)
+	if err != nil {
+		return conns{}, err
+	}
+	names := []string{svcLease, svcService}
+	if role == config.RoleClient {
+		names = []string{svcClient}
+	}
+	return c, e.dial(ctx, &c, names...)
+}
+
+// dial makes the connections names (svcLease, svcService, svcClient) to c's broker,
+// one after the other, and hands each to the tree as it is made. With nats.url empty,
+// a client that finds no server fails naming the address: it starts none itself.
+func (e *Engine) dial(ctx context.Context, c *conns, names ...string) error {
+	for _, name := range names {
+		nc, err := supervisor.Dial(ctx, e.connConfig(c.url, name, c.opts), e.log)
+		if err != nil && name == svcClient && e.cfg.NATS.EmbeddedBroker() {
+			return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
+				e.cfg.NATS.Embedded.Listen, err)
+		}
+		if err != nil {
+			return err
+		}
+		flush := connFlush
+		switch name {
+		case svcLease:
+			c.lease, flush = nc, 0 // nothing of the lease's waits to leave
+		case svcService:
+			c.service = nc
+		case svcClient:
+			c.client = nc
+		}
+		conn := supervisor.NewConn(name, nc, flush)
+		e.tree.Add(name, conn)
+	}
+	return nil
+}
+
 // brokerURL is the broker the engine uses: nats.url when it is set. With nats.url
 // empty, every engine first looks for a NATS server at nats.embedded.listen (where the
 // embedded broker of an engine on this host listens) and uses it: a client and an auto
@@ -26,9 +90,9 @@ import (
 // engine holds sends it to that engine's broker, named in the lock file, in the same
 // way (a broker on a random port included), and is a *supervisor.StoreLockedError when
 // that broker cannot be reached. Either way the engine never opens a store another
-// broker holds. A client finding no server fails naming the address (loadClient): a
+// broker holds. A client finding no server fails naming the address (dial): a
 // client never keeps data on this host.
-func (e *Engine) brokerURL(ctx context.Context) (string, error) {
+func (e *Engine) brokerURL(ctx context.Context, opts []nats.Option) (string, error) {
 	n := e.cfg.NATS
 	if !n.EmbeddedBroker() {
 		return n.URL, nil
@@ -42,7 +106,7 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 		return e.useBroker(url), nil
 	}
 	if err == nil { // port 0 names no address to look at: the lock says where a broker is
-		found, err := e.probe(ctx, url)
+		found, err := supervisor.Probe(ctx, e.connConfig(url, "probe", opts))
 		if err != nil {
 			return "", fmt.Errorf("engine: nats.url is empty, so this %s engine looked for a NATS server at %s (nats.embedded.listen): %w", role, n.Embedded.Listen, err)
 		}
@@ -67,10 +131,20 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("engine: %w", err)
 	}
 	if err := b.Lock(e.InstanceID()); err != nil {
-		if url, ok := e.lockHoldersBroker(ctx, err); ok {
-			return e.useBroker(url), nil
+		// The lock's holder names its broker: that one is used when it answers.
+		locked, ok := lockHolder(err)
+		if !ok {
+			return "", fmt.Errorf("engine: embedded broker: %w", err)
 		}
-		return "", fmt.Errorf("engine: embedded broker: %w", err)
+		if found, perr := supervisor.Probe(ctx, e.connConfig(locked.Holder.URL, "probe", opts)); perr != nil || !found {
+			e.log.Warn("the store directory's lock names a broker that does not take this engine", zap.String("lock", locked.Path),
+				zap.String("holder", locked.Holder.String()), zap.Error(perr))
+			return "", fmt.Errorf("engine: embedded broker: %w", err)
+		}
+		e.log.Info("another engine holds the store directory's lock: using its broker", zap.String("lock", locked.Path),
+			zap.String("holder", locked.Holder.String()))
+		e.setFoundBroker(fmt.Sprintf("named by the lock %s of the store directory, held by %s", locked.Path, locked.Holder))
+		return e.useBroker(locked.Holder.URL), nil
 	}
 	e.mu.Lock()
 	e.broker = b
@@ -83,33 +157,14 @@ func (e *Engine) brokerURL(ctx context.Context) (string, error) {
 	return e.useBroker(url), nil
 }
 
-// lockHoldersBroker is the broker of the engine whose lock on the store directory
-// stopped this one from starting its own (err), when the lock file names it and it
-// answers.
-func (e *Engine) lockHoldersBroker(ctx context.Context, err error) (string, bool) {
+// lockHolder is the lock error err of the store directory when its file names the
+// holder's broker.
+func lockHolder(err error) (*supervisor.StoreLockedError, bool) {
 	var locked *supervisor.StoreLockedError
 	if !errors.As(err, &locked) || locked.Holder == nil || locked.Holder.URL == "" {
-		return "", false
+		return nil, false
 	}
-	url := locked.Holder.URL
-	if found, err := e.probe(ctx, url); err != nil || !found {
-		e.log.Warn("the store directory's lock names a broker that does not take this engine", zap.String("lock", locked.Path),
-			zap.String("holder", locked.Holder.String()), zap.Error(err))
-		return "", false
-	}
-	e.log.Info("another engine holds the store directory's lock: using its broker", zap.String("lock", locked.Path),
-		zap.String("holder", locked.Holder.String()))
-	e.setFoundBroker(fmt.Sprintf("named by the lock %s of the store directory, held by %s", locked.Path, locked.Holder))
-	return url, true
-}
-
-// probe tries one connection to url, as supervisor.Probe.
-func (e *Engine) probe(ctx context.Context, url string) (bool, error) {
-	cc, err := e.connConfig(url, "probe")
-	if err != nil {
-		return false, err
-	}
-	return supervisor.Probe(ctx, cc)
+	return locked, true
 }
 
 // setFoundBroker records how the engine found the broker of another engine, which a
@@ -155,12 +210,8 @@ func (e *Engine) useBroker(url string) string {
 	return url
 }
 
-func (e *Engine) connConfig(url, purpose string) (supervisor.ConnConfig, error) {
-	// natsauth adds nats.credentials with the other logins.
-	opts, err := natsauth.Options(e.cfg.NATS)
-	if err != nil {
-		return supervisor.ConnConfig{}, fmt.Errorf("engine: connect to NATS: %w", err)
-	}
+// connConfig is the connection purpose (its name at the broker: connName) to url.
+func (e *Engine) connConfig(url, purpose string, opts []nats.Option) supervisor.ConnConfig {
 	return supervisor.ConnConfig{
 		URL:            url,
 		Name:           connName(purpose),
@@ -168,7 +219,7 @@ func (e *Engine) connConfig(url, purpose string) (supervisor.ConnConfig, error) 
 		OnAsyncError:   e.metrics.AsyncError,
 		Timeout:        e.cfg.NATS.ClientTimeout(),
 		ConnectTimeout: e.cfg.NATS.ConnectTimeout(),
-	}, nil
+	}
 }
 
 // connName is the name a connection shows the broker (connz, server logs), as the
@@ -188,12 +239,4 @@ func connName(purpose string) string {
 		return "abi-engine-ownership@" + host
 	}
 	return "abi-engine-" + purpose + "@" + host
-}
-
-func (e *Engine) dial(ctx context.Context, url, purpose string) (*nats.Conn, error) {
-	cc, err := e.connConfig(url, purpose)
-	if err != nil {
-		return nil, err
-	}
-	return supervisor.Dial(ctx, cc, e.log)
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/supervisor"
 	"github.com/anthdm/hollywood/actor"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -82,7 +81,6 @@ type Engine struct {
 
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
-	leaseConn  *nats.Conn            // the lease's own connection (claim), set before loadServing reads it
 	leaseStore *jetstreamstore.Store // the lease bucket (claim): the store ids are published there
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
@@ -233,25 +231,28 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	// The configuration, the shared-backend check included, was validated by New:
 	// nothing has been touched yet.
 	e.tree.Start()
-	url, err := e.brokerURL(ctx)
+	role := e.cfg.NATS.Engine.Role
+	c, err := e.connect(ctx, role)
 	if err != nil {
 		return err
 	}
-	role := e.cfg.NATS.Engine.Role
-	if role == config.RoleClient {
-		return e.loadClient(ctx, url)
+	if role != config.RoleClient {
+		state, err := e.claim(ctx, c.lease)
+		var already *lease.AlreadyServingError
+		switch {
+		case errors.As(err, &already) && role == config.RoleAuto:
+			e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
+			e.stopOwnership()
+			if err := e.dial(ctx, &c, svcClient); err != nil {
+				return err
+			}
+		case err != nil:
+			return e.refusal(err)
+		default:
+			return e.loadServing(ctx, c, state)
+		}
 	}
-	state, err := e.claim(ctx, url)
-	var already *lease.AlreadyServingError
-	if errors.As(err, &already) && role == config.RoleAuto {
-		e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
-		e.stopOwnership()
-		return e.loadClient(ctx, url)
-	}
-	if err != nil {
-		return e.refusal(err)
-	}
-	return e.loadServing(ctx, state)
+	return e.loadClient(c.client)
 }
 
 // Shutdown hands over: jobs stop, the lease is released, shared subscriptions end at

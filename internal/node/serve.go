@@ -59,44 +59,66 @@ func (s *servingSet) openSessions() int {
 	return n
 }
 
-// buildServing opens the backends and builds everything the engine serves, spawned
-// as actors that serve nothing until the root tells them to. The tree holds the
-// backends from the start, and the teardown stops the actors: a set that fails half
-// built is returned with its error, and nothing it opened is left behind.
-func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
-	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
+// stores are what the serving set's members are made on: the backends, each under its
+// health and traced, with the fence a shared one adopts the epoch in; and the module
+// registry's bucket when nats.discovery is set.
+type stores struct {
+	kv       keyvalue.Store
+	objects  objectstorage.Store
+	kvFence  primaries.EpochFence // nil: a local backend, which has no epoch
+	objFence primaries.EpochFence
+	registry *discovery.JetStreamStore // nil when nats.discovery is off
+}
+
+// openStores opens the stores of set on its connection. The tree holds the backends
+// from the start (set.close): a set that fails half built leaves nothing open behind.
+func (e *Engine) openStores(ctx context.Context, set *servingSet) (stores, error) {
+	var st stores
+	nc := set.conn
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
 	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
-		return set, err
+		return st, err
 	}
 	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), backendhealth.KeyValueProbe(kv), closeKV)
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
 	set.ids = storeproof.Identities(e.cfg, kv)
-	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
-	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
-	set.kv = kv
+	st.kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
+	st.kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
-		return set, err
+		return st, err
 	}
 	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), backendhealth.ObjectStorageProbe(objects), closeObjects)
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
-	objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
-	objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
-	set.objects = objects
+	st.objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
+	st.objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
+	if d := e.cfg.NATS.Discovery; d != nil {
+		st.registry, err = discovery.OpenJetStream(ctx, nc, d.Project, e.cfg.NATS.Engine.LeaseReplicas)
+		if err != nil {
+			return st, fmt.Errorf("engine: nats.discovery: %w", err)
+		}
+	}
+	return st, nil
+}
 
+// buildMembers builds everything the engine serves on st, spawned as actors that serve
+// nothing until the root tells them to; a member that fails leaves those spawned before
+// it in set, which the teardown stops.
+func (e *Engine) buildMembers(set *servingSet, st stores) error {
+	nc := set.conn
+	set.kv, set.objects = st.kv, st.objects
 	own := e.ownership
 	// The transfer hosts check the lease before every operation, as the primaries do
 	// before every call (docs/design.md §5.8).
 	limits := e.sessionLimits()
 	tokens, noTokens, err := e.serviceTokens()
 	if err != nil {
-		return set, err
+		return err
 	}
 	// The hosts check the token of every exchange as the primaries check every call's,
 	// and bind each session to its caller.
@@ -109,18 +131,18 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		Tokens: auth.Tokens, OnNoTokens: auth.OnNoTokens,
 	})
 	if err != nil {
-		return set, fmt.Errorf("engine: overflow host: %w", err)
+		return fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log, limits, auth)
+	transfers, err := objectstorage.NewTransferHost(nc, st.objects, e.InstanceID(), own.Gate().Valid, e.log, limits, auth)
 	if err != nil {
-		return set, fmt.Errorf("engine: object storage transfers: %w", err)
+		return fmt.Errorf("engine: object storage transfers: %w", err)
 	}
-	kvService, objService := keyvalue.Service(kv), objectstorage.Service(objects)
+	kvService, objService := keyvalue.Service(st.kv), objectstorage.Service(st.objects)
 	// Memory backends never wait for I/O: their calls run on micro's callback.
 	kvService.Inline = e.cfg.Services.KeyValue.Adapter == config.KeyValueMemory
 	objService.Inline = e.cfg.Services.ObjectStorage.Adapter == config.ObjectStorageMemory
 	services := []primaries.Service{kvService, objService}
-	fences := []primaries.EpochFence{kvFence, objFence}
+	fences := []primaries.EpochFence{st.kvFence, st.objFence}
 	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
 	// has one, and for CallEpoch.
 	epochs := make([]*servedEpoch, len(e.opts.Services))
@@ -129,8 +151,8 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		services = append(services, svc.Primary(epochs[i].epoch.Load))
 		fences = append(fences, epochs[i])
 	}
-	if err := e.buildDiscovery(ctx, set, nc, tokens); err != nil {
-		return set, err
+	if err := e.buildDiscovery(set, st.registry, tokens); err != nil {
+		return err
 	}
 	for i, svc := range services {
 		p, err := primaries.New(svc, primaries.Config{
@@ -148,7 +170,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			OnNoTokens:    noTokens,
 		})
 		if err != nil {
-			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)
+			return fmt.Errorf("engine: service %s: %w", svc.Name, err)
 		}
 		set.primaries = append(set.primaries, p)
 		set.hosts = append(set.hosts, p)
@@ -175,7 +197,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			OnNoTokens: auth.OnNoTokens,
 		})
 		if err != nil {
-			return set, fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
+			return fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
 		}
 		hosts = append(hosts, h)
 		names = append(names, "transfer:"+svc.Name)
@@ -191,12 +213,12 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 	if len(e.opts.Jobs) > 0 {
 		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.JobRun)
 		if err != nil {
-			return set, fmt.Errorf("engine: %w", err)
+			return fmt.Errorf("engine: %w", err)
 		}
 		set.jobsPID = e.actorSys.Spawn(set.jobs.Producer(), "jobs", actors.SpawnOpts("jobs")...)
 		set.named["jobs"] = set.jobsPID
 	}
-	return set, nil
+	return nil
 }
 
 // watchBackend puts an opened backend under a backendhealth.Health: its failures are counted,
