@@ -30,40 +30,36 @@ type conns struct {
 	service *nats.Conn    // the connection every member uses
 }
 
-// connect is Load's first step: it finds the broker (brokerURL) and dials every
-// connection the role needs (dial): a client's one, or a serving or auto engine's
-// lease and service connections. An auto engine refused by the lease dials its client
-// connection later, with the same c.
-func (e *Engine) connect(ctx context.Context, role config.Role) (conns, error) {
-	// natsauth adds nats.credentials with the other logins.
-	opts, err := natsauth.Options(e.cfg.NATS)
-	if err != nil {
-		return conns{}, fmt.Errorf("engine: connect to NATS: %w", err)
-	}
-	c := conns{opts: opts}
-	c.url, err = e.brokerURL(ctx, opts)
-	if err != nil {
-		return conns{}, err
+// connect is the one place the engine connects: it dials the connections role needs
+// and returns c with them, a client's one or a serving or auto engine's lease and service connections,
+// and hands each to the tree as it is made. It finds the broker first (brokerURL),
+// unless c has it already: an auto engine that the lease refused connects again, as a
+// client of the broker it found. With nats.url empty, a client that finds no server
+// fails naming the address: it starts none itself.
+func (e *Engine) connect(ctx context.Context, c conns, role config.Role) (conns, error) {
+	if c.url == "" {
+		// natsauth adds nats.credentials with the other logins.
+		opts, err := natsauth.Options(e.cfg.NATS)
+		if err != nil {
+			return c, fmt.Errorf("engine: connect to NATS: %w", err)
+		}
+		c.opts = opts
+		if c.url, err = e.brokerURL(ctx, opts); err != nil {
+			return c, err
+		}
 	}
 	names := []string{svcLease, svcService}
 	if role == config.RoleClient {
 		names = []string{svcClient}
 	}
-	return c, e.dial(ctx, &c, names...)
-}
-
-// dial makes the connections names (svcLease, svcService, svcClient) to c's broker,
-// one after the other, and hands each to the tree as it is made. With nats.url empty,
-// a client that finds no server fails naming the address: it starts none itself.
-func (e *Engine) dial(ctx context.Context, c *conns, names ...string) error {
 	for _, name := range names {
 		nc, err := supervisor.Dial(ctx, e.connConfig(c.url, name, c.opts), e.log)
 		if err != nil && name == svcClient && e.cfg.NATS.EmbeddedBroker() {
-			return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
+			return c, fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
 				e.cfg.NATS.Embedded.Listen, err)
 		}
 		if err != nil {
-			return err
+			return c, err
 		}
 		flush := connFlush
 		switch name {
@@ -77,7 +73,7 @@ func (e *Engine) dial(ctx context.Context, c *conns, names ...string) error {
 		conn := supervisor.NewConn(name, nc, flush)
 		e.tree.Add(name, conn)
 	}
-	return nil
+	return c, nil
 }
 
 // brokerURL is the broker the engine uses: nats.url when it is set. With nats.url
@@ -90,7 +86,7 @@ func (e *Engine) dial(ctx context.Context, c *conns, names ...string) error {
 // engine holds sends it to that engine's broker, named in the lock file, in the same
 // way (a broker on a random port included), and is a *supervisor.StoreLockedError when
 // that broker cannot be reached. Either way the engine never opens a store another
-// broker holds. A client finding no server fails naming the address (dial): a
+// broker holds. A client finding no server fails naming the address (connect): a
 // client never keeps data on this host.
 func (e *Engine) brokerURL(ctx context.Context, opts []nats.Option) (string, error) {
 	n := e.cfg.NATS

@@ -42,8 +42,7 @@ func (e *Engine) buildDiscovery(set *servingSet, store *discovery.JetStreamStore
 	}
 	set.discovery = m
 	set.discoPID = m.Spawn(e.actorSys)
-	// First, as the Python engine starts discovery before the kernel services.
-	set.members = append([]*actor.PID{set.discoPID}, set.members...)
+	set.members = append(set.members, set.discoPID)
 	set.named["discovery"] = set.discoPID
 	e.log.Info("module discovery on", zap.String("project", d.Project), zap.Float64("lease_seconds", d.LeaseSeconds),
 		zap.String("bucket", discovery.Bucket(d.Project)))

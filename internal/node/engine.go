@@ -232,7 +232,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	// nothing has been touched yet.
 	e.tree.Start()
 	role := e.cfg.NATS.Engine.Role
-	c, err := e.connect(ctx, role)
+	c, err := e.connect(ctx, conns{}, role)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		case errors.As(err, &already) && role == config.RoleAuto:
 			e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
 			e.stopOwnership()
-			if err := e.dial(ctx, &c, svcClient); err != nil {
+			if c, err = e.connect(ctx, c, config.RoleClient); err != nil {
 				return err
 			}
 		case err != nil:

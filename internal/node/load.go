@@ -109,21 +109,20 @@ func (e *Engine) stopOwnership() {
 }
 
 // loadServing builds what the engine serves and hands it to the root actor, which
-// serves it now (serving) or at the takeover (standby): the stores first, which a
-// standby proves are the holder's before it builds anything on them, then the members.
+// serves it now (serving) or at the takeover (standby): the stores first, then the
+// members made on them.
 func (e *Engine) loadServing(ctx context.Context, c conns, state lease.State) error {
 	e.mu.Lock()
 	e.role = config.RoleServe
 	e.mu.Unlock()
 	set := &servingSet{log: e.log, conn: c.service, askOn: c.lease, named: map[string]*actor.PID{}}
-	st, err := e.openStores(ctx, set)
-	if err == nil && state == lease.StateStandby {
-		err = e.proveStores(ctx, set)
-	}
+	st, err := e.openStores(ctx, set, state)
 	if err == nil {
 		err = e.buildMembers(set, st)
 	}
-	// A set that failed half-built is kept too: the teardown stops what it spawned.
+	// A set that failed half-built is kept too: the scrape reads what it holds, and the
+	// teardown stops what it spawned.
+	e.metrics.WatchServing(set.gauges)
 	e.actorStops.Push("members", func(bound context.Context, c *closing) { e.stopMembers(bound, set, c) })
 	e.mu.Lock()
 	e.serving = set

@@ -70,9 +70,11 @@ type stores struct {
 	registry *discovery.JetStreamStore // nil when nats.discovery is off
 }
 
-// openStores opens the stores of set on its connection. The tree holds the backends
-// from the start (set.close): a set that fails half built leaves nothing open behind.
-func (e *Engine) openStores(ctx context.Context, set *servingSet) (stores, error) {
+// openStores opens the stores of set on its connection: the backends, which a standby
+// proves are the holder's (proveStores) before it opens anything more, then the
+// registry's bucket. The tree holds the backends from the start (set.close): a set
+// that fails half built leaves nothing open behind.
+func (e *Engine) openStores(ctx context.Context, set *servingSet, state lease.State) (stores, error) {
 	var st stores
 	nc := set.conn
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
@@ -97,6 +99,12 @@ func (e *Engine) openStores(ctx context.Context, set *servingSet) (stores, error
 	objFence, _ := objects.(primaries.EpochFence)
 	st.objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
 	st.objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
+	if state == lease.StateStandby {
+		// Before anything is built on them: a refused standby never serves.
+		if err := e.proveStores(ctx, set); err != nil {
+			return st, err
+		}
+	}
 	if d := e.cfg.NATS.Discovery; d != nil {
 		st.registry, err = discovery.OpenJetStream(ctx, nc, d.Project, e.cfg.NATS.Engine.LeaseReplicas)
 		if err != nil {
@@ -118,6 +126,11 @@ func (e *Engine) buildMembers(set *servingSet, st stores) error {
 	limits := e.sessionLimits()
 	tokens, noTokens, err := e.serviceTokens()
 	if err != nil {
+		return err
+	}
+	// The discovery member first, as the Python engine starts discovery before the
+	// kernel services: the root tells the members in their order.
+	if err := e.buildDiscovery(set, st.registry, tokens); err != nil {
 		return err
 	}
 	// The hosts check the token of every exchange as the primaries check every call's,
@@ -150,9 +163,6 @@ func (e *Engine) buildMembers(set *servingSet, st stores) error {
 		epochs[i] = &servedEpoch{fence: svc.Fence}
 		services = append(services, svc.Primary(epochs[i].epoch.Load))
 		fences = append(fences, epochs[i])
-	}
-	if err := e.buildDiscovery(set, st.registry, tokens); err != nil {
-		return err
 	}
 	for i, svc := range services {
 		p, err := primaries.New(svc, primaries.Config{
@@ -209,7 +219,6 @@ func (e *Engine) buildMembers(set *servingSet, st stores) error {
 		set.members = append(set.members, pid)
 		set.named[names[i]] = pid
 	}
-	e.metrics.WatchServing(set.gauges)
 	if len(e.opts.Jobs) > 0 {
 		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.JobRun)
 		if err != nil {
