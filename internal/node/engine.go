@@ -1,6 +1,6 @@
 // Package node is one engine's wiring and lifecycle behind the root package's API: Load
-// finds the broker, claims the lease, opens the backends and builds the members and
-// the root actor, each handed to the supervision tree that owns it from then on; the
+// connects, claims the lease, opens the stores and builds the members and the root
+// actor, each handed to the supervision tree that owns it from then on; the
 // one ending runs the end's cascade and the teardown; View is the one published view
 // of where the engine stands, which /status, the metrics and step-down read. The root
 // package (the embedder's API) checks the options and converts what it is given into
@@ -24,7 +24,6 @@ import (
 	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
-	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/supervisor"
@@ -81,7 +80,6 @@ type Engine struct {
 
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
-	leaseStore *jetstreamstore.Store // the lease bucket (claim): the store ids are published there
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
 	root       *actors.Root
@@ -95,8 +93,6 @@ type Engine struct {
 	// when it uses nats.url or its own
 	broker      *supervisor.Broker
 	foundBroker string
-	// the watch of rivals (rival.go), set by the claim
-	rivals *rivals.Finder
 
 	// a step-down asked to stay a standby after its handover (stepdown.go)
 	stepDownStay atomic.Bool
@@ -237,7 +233,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		return err
 	}
 	if role != config.RoleClient {
-		state, err := e.claim(ctx, c.lease)
+		cl, err := e.claim(ctx, c.lease)
 		var already *lease.AlreadyServingError
 		switch {
 		case errors.As(err, &already) && role == config.RoleAuto:
@@ -249,7 +245,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		case err != nil:
 			return e.refusal(err)
 		default:
-			return e.loadServing(ctx, c, state)
+			return e.loadServing(ctx, c, cl)
 		}
 	}
 	return e.loadClient(c.client)

@@ -19,8 +19,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// This file is how Load starts the engine in its role. Each step makes its part and
-// hands it to the tree (tree.go), which owns it from then on.
+// This file is how Load starts the engine in its role, after connect (broker.go): the
+// claim, the serving set (serve.go) and its root and control, or a client. Each step
+// hands what it made to the next as a value, and what it started to the tree (tree.go)
+// or the actors' stopper as it is made, which own it from then on.
 
 // loadClient makes every service a NATS client of the serving engine, on nc (the
 // client connection): no lease, no backend, no file, no subscription.
@@ -39,29 +41,34 @@ func (e *Engine) loadClient(nc *nats.Conn) error {
 	return nil
 }
 
-// claim opens the lease bucket on nc (the lease's own connection), starts the actors
-// with the ownership, and takes (or waits for) the lease.
-func (e *Engine) claim(ctx context.Context, nc *nats.Conn) (lease.State, error) {
+// claimed is what the claim made, which the serving set is built on.
+type claimed struct {
+	state  lease.State           // serving, or standing by
+	store  *jetstreamstore.Store // the lease bucket: the store ids are published there (storeproof)
+	rivals *rivals.Finder        // the check before the claim, whose watch runs while serving
+}
+
+// claim opens the lease bucket on nc (the lease's own connection), checks for rivals,
+// starts the actors with the ownership, and takes (or waits for) the lease.
+func (e *Engine) claim(ctx context.Context, nc *nats.Conn) (claimed, error) {
 	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
 		Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
 	if err != nil {
-		return 0, fmt.Errorf("engine: open the lease: %w", err)
+		return claimed{}, fmt.Errorf("engine: open the lease: %w", err)
 	}
-	e.leaseStore = store
 	// Before the claim: an engine refused here has written nothing.
 	// The holders this check reads are known to the watch of rivals (watchRivals).
 	finder := rivals.NewFinder(nc, store, e.InstanceID(), e.cfg.NATS.JetStream.Domain, e.log)
 	rival, err := finder.Find(ctx)
 	if err != nil {
-		return 0, err
+		return claimed{}, err
 	}
 	if rival != nil {
-		return 0, e.opts.Errors.Rival(*rival)
+		return claimed{}, e.opts.Errors.Rival(*rival)
 	}
-	e.rivals = finder
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
-		return 0, fmt.Errorf("engine: actor system: %w", err)
+		return claimed{}, fmt.Errorf("engine: actor system: %w", err)
 	}
 	e.mu.Lock()
 	e.actorSys = sys
@@ -91,13 +98,14 @@ func (e *Engine) claim(ctx context.Context, nc *nats.Conn) (lease.State, error) 
 		Auto:       e.cfg.NATS.Engine.Role == config.RoleAuto,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("engine: %w", err)
+		return claimed{}, fmt.Errorf("engine: %w", err)
 	}
 	e.mu.Lock()
 	e.ownership = own
 	e.mu.Unlock()
 	e.actorStops.Push("ownership", func(bound context.Context, c *closing) { e.stopOwnershipActors(bound, own, c) })
-	return own.Claim(ctx)
+	state, err := own.Claim(ctx)
+	return claimed{state: state, store: store, rivals: finder}, err
 }
 
 // stopOwnership stops the actors of a refused claim (the ownership tree) and the
@@ -111,12 +119,12 @@ func (e *Engine) stopOwnership() {
 // loadServing builds what the engine serves and hands it to the root actor, which
 // serves it now (serving) or at the takeover (standby): the stores first, then the
 // members made on them.
-func (e *Engine) loadServing(ctx context.Context, c conns, state lease.State) error {
+func (e *Engine) loadServing(ctx context.Context, c conns, cl claimed) error {
 	e.mu.Lock()
 	e.role = config.RoleServe
 	e.mu.Unlock()
 	set := &servingSet{log: e.log, conn: c.service, askOn: c.lease, named: map[string]*actor.PID{}}
-	st, err := e.openStores(ctx, set, state)
+	st, err := e.openStores(ctx, set, cl)
 	if err == nil {
 		err = e.buildMembers(set, st)
 	}
@@ -157,11 +165,11 @@ func (e *Engine) loadServing(ctx context.Context, c conns, state lease.State) er
 		}
 	})
 	e.startWatch(root)
-	e.watchRivals()
+	e.watchRivals(cl.rivals)
 	if err := e.serveControl(c.service); err != nil {
 		return err
 	}
-	if state == lease.StateServing {
+	if cl.state == lease.StateServing {
 		if err := root.WaitServing(ctx); err != nil {
 			return err
 		}
@@ -173,9 +181,10 @@ func (e *Engine) loadServing(ctx context.Context, c conns, state lease.State) er
 }
 
 // proveStores is a standby's check, before the root exists, that set's shared stores
-// are the holder's: a refused standby never serves.
-func (e *Engine) proveStores(ctx context.Context, set *servingSet) error {
-	m, err := storeproof.Prove(ctx, e.leaseStore, e.ownership.Status().Holder, set.ids, e.cfg, e.log)
+// are the holder's, whose ids it reads in the lease bucket: a refused standby never
+// serves.
+func (e *Engine) proveStores(ctx context.Context, set *servingSet, leaseStore *jetstreamstore.Store) error {
+	m, err := storeproof.Prove(ctx, leaseStore, e.ownership.Status().Holder, set.ids, e.cfg, e.log)
 	if err != nil {
 		return err
 	}

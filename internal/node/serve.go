@@ -74,7 +74,7 @@ type stores struct {
 // proves are the holder's (proveStores) before it opens anything more, then the
 // registry's bucket. The tree holds the backends from the start (set.close): a set
 // that fails half built leaves nothing open behind.
-func (e *Engine) openStores(ctx context.Context, set *servingSet, state lease.State) (stores, error) {
+func (e *Engine) openStores(ctx context.Context, set *servingSet, cl claimed) (stores, error) {
 	var st stores
 	nc := set.conn
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
@@ -87,7 +87,7 @@ func (e *Engine) openStores(ctx context.Context, set *servingSet, state lease.St
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
 	set.ids = storeproof.Identities(e.cfg, kv)
-	st.kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
+	st.kvFence = storeproof.WithProof(kvFence, protocol.KeyValue, e.InstanceID(), set.ids[protocol.KeyValue], cl.store, e.log)
 	st.kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
@@ -97,11 +97,11 @@ func (e *Engine) openStores(ctx context.Context, set *servingSet, state lease.St
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
-	st.objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
+	st.objFence = storeproof.WithProof(objFence, protocol.ObjectStorage, e.InstanceID(), set.ids[protocol.ObjectStorage], cl.store, e.log)
 	st.objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
-	if state == lease.StateStandby {
+	if cl.state == lease.StateStandby {
 		// Before anything is built on them: a refused standby never serves.
-		if err := e.proveStores(ctx, set); err != nil {
+		if err := e.proveStores(ctx, set, cl.store); err != nil {
 			return st, err
 		}
 	}
@@ -351,16 +351,6 @@ func (s *servingSet) close() {
 		}
 	}
 	s.closers = nil
-}
-
-// withProof wraps fence so that each adoption publishes the id of service's store in
-// the lease bucket (package storeproof); fence is returned as it is when there is
-// nothing to publish.
-func (e *Engine) withProof(service string, fence primaries.EpochFence, id storeproof.Identity) primaries.EpochFence {
-	if e.leaseStore == nil {
-		return fence
-	}
-	return storeproof.WithProof(fence, service, e.InstanceID(), id, e.leaseStore, e.log)
 }
 
 // gauges are what a scrape of the metrics reads of the set.
