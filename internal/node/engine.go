@@ -10,6 +10,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/abi-engine/engine/internal/servicetree"
 	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
+	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/abi-engine/engine/primaries/keyvalue"
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/supervisor"
@@ -233,7 +235,14 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 		return err
 	}
 	if role != config.RoleClient {
-		cl, err := e.claim(ctx, c.lease)
+		// The lease bucket, on the lease's own connection, so a busy service connection
+		// never delays a renewal.
+		store, err := jetstreamstore.Open(ctx, c.lease, jetstreamstore.Config{
+			Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
+		if err != nil {
+			return fmt.Errorf("engine: open the lease: %w", err)
+		}
+		cl, err := e.claim(ctx, c.lease, store)
 		var already *lease.AlreadyServingError
 		switch {
 		case errors.As(err, &already) && role == config.RoleAuto:

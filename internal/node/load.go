@@ -48,14 +48,9 @@ type claimed struct {
 	rivals *rivals.Finder        // the check before the claim, whose watch runs while serving
 }
 
-// claim opens the lease bucket on nc (the lease's own connection), checks for rivals,
-// starts the actors with the ownership, and takes (or waits for) the lease.
-func (e *Engine) claim(ctx context.Context, nc *nats.Conn) (claimed, error) {
-	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
-		Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
-	if err != nil {
-		return claimed{}, fmt.Errorf("engine: open the lease: %w", err)
-	}
+// claim checks for rivals on nc (the lease's own connection) and in the lease bucket
+// (store), starts the actors with the ownership, and takes (or waits for) the lease.
+func (e *Engine) claim(ctx context.Context, nc *nats.Conn, store *jetstreamstore.Store) (claimed, error) {
 	// Before the claim: an engine refused here has written nothing.
 	// The holders this check reads are known to the watch of rivals (watchRivals).
 	finder := rivals.NewFinder(nc, store, e.InstanceID(), e.cfg.NATS.JetStream.Domain, e.log)
