@@ -24,6 +24,7 @@ const connFlush = time.Second
 // tree owns.
 type conns struct {
 	url     string
+	found   string        // how an engine with no URL found another engine's broker, "" otherwise (refusal)
 	opts    []nats.Option // the login and TLS of every connection (natsauth)
 	client  *nats.Conn    // a client engine's only connection
 	lease   *nats.Conn    // the lease's own, so a busy service connection never delays a renewal
@@ -44,7 +45,7 @@ func (e *Engine) connect(ctx context.Context, c conns, role config.Role) (conns,
 			return c, fmt.Errorf("engine: connect to NATS: %w", err)
 		}
 		c.opts = opts
-		if c.url, err = e.brokerURL(ctx, opts); err != nil {
+		if c.url, c.found, err = e.brokerURL(ctx, opts); err != nil {
 			return c, err
 		}
 	}
@@ -87,60 +88,60 @@ func (e *Engine) connect(ctx context.Context, c conns, role config.Role) (conns,
 // way (a broker on a random port included), and is a *supervisor.StoreLockedError when
 // that broker cannot be reached. Either way the engine never opens a store another
 // broker holds. A client finding no server fails naming the address (connect): a
-// client never keeps data on this host.
-func (e *Engine) brokerURL(ctx context.Context, opts []nats.Option) (string, error) {
+// client never keeps data on this host. found says how an engine with no URL came to
+// another engine's broker, which a refusal of its claim names; "" when it uses
+// nats.url or its own.
+func (e *Engine) brokerURL(ctx context.Context, opts []nats.Option) (url, found string, err error) {
 	n := e.cfg.NATS
 	if !n.EmbeddedBroker() {
-		return n.URL, nil
+		return n.URL, "", nil
 	}
 	role := n.Engine.Role
-	url, err := n.EmbeddedURL()
+	url, err = n.EmbeddedURL()
 	if role == config.RoleClient {
 		if err != nil {
-			return "", fmt.Errorf("engine: a client engine starts no broker: %w", err)
+			return "", "", fmt.Errorf("engine: a client engine starts no broker: %w", err)
 		}
-		return e.useBroker(url), nil
+		return e.useBroker(url), "", nil
 	}
 	if err == nil { // port 0 names no address to look at: the lock says where a broker is
-		found, err := supervisor.Probe(ctx, e.connConfig(url, "probe", opts))
+		answered, err := supervisor.Probe(ctx, e.connConfig(url, "probe", opts))
 		if err != nil {
-			return "", fmt.Errorf("engine: nats.url is empty, so this %s engine looked for a NATS server at %s (nats.embedded.listen): %w", role, n.Embedded.Listen, err)
+			return "", "", fmt.Errorf("engine: nats.url is empty, so this %s engine looked for a NATS server at %s (nats.embedded.listen): %w", role, n.Embedded.Listen, err)
 		}
-		if found {
+		if answered {
 			e.log.Info("nats.url is empty and a NATS server answers at nats.embedded.listen: using it", zap.String("url", url))
-			e.setFoundBroker(fmt.Sprintf("listening at nats.embedded.listen %s", n.Embedded.Listen))
-			return e.useBroker(url), nil
+			return e.useBroker(url), fmt.Sprintf("listening at nats.embedded.listen %s", n.Embedded.Listen), nil
 		}
 		e.log.Info("nats.url is empty and no NATS server answers at nats.embedded.listen: starting the embedded one", zap.String("url", url))
 	}
 	login, err := natsauth.LoginOf(n)
 	if err != nil {
-		return "", fmt.Errorf("engine: embedded broker: %w", err)
+		return "", "", fmt.Errorf("engine: embedded broker: %w", err)
 	}
 	b, err := supervisor.NewBroker(n.Embedded.Listen, n.Embedded.StoreDir, e.log, supervisor.BrokerAuth(login))
 	if err != nil {
-		return "", fmt.Errorf("engine: %w", err)
+		return "", "", fmt.Errorf("engine: %w", err)
 	}
 	emb := n.Embedded
 	if err := b.Configure(supervisor.BrokerSettings{PingInterval: emb.PingInterval(), PingMax: emb.PingMax,
 		SyncInterval: emb.SyncInterval(), SyncAlways: emb.SyncAlways, HTTPListen: emb.HTTPListen}); err != nil {
-		return "", fmt.Errorf("engine: %w", err)
+		return "", "", fmt.Errorf("engine: %w", err)
 	}
 	if err := b.Lock(e.InstanceID()); err != nil {
 		// The lock's holder names its broker: that one is used when it answers.
 		locked, ok := lockHolder(err)
 		if !ok {
-			return "", fmt.Errorf("engine: embedded broker: %w", err)
+			return "", "", fmt.Errorf("engine: embedded broker: %w", err)
 		}
-		if found, perr := supervisor.Probe(ctx, e.connConfig(locked.Holder.URL, "probe", opts)); perr != nil || !found {
+		if answered, perr := supervisor.Probe(ctx, e.connConfig(locked.Holder.URL, "probe", opts)); perr != nil || !answered {
 			e.log.Warn("the store directory's lock names a broker that does not take this engine", zap.String("lock", locked.Path),
 				zap.String("holder", locked.Holder.String()), zap.Error(perr))
-			return "", fmt.Errorf("engine: embedded broker: %w", err)
+			return "", "", fmt.Errorf("engine: embedded broker: %w", err)
 		}
 		e.log.Info("another engine holds the store directory's lock: using its broker", zap.String("lock", locked.Path),
 			zap.String("holder", locked.Holder.String()))
-		e.setFoundBroker(fmt.Sprintf("named by the lock %s of the store directory, held by %s", locked.Path, locked.Holder))
-		return e.useBroker(locked.Holder.URL), nil
+		return e.useBroker(locked.Holder.URL), fmt.Sprintf("named by the lock %s of the store directory, held by %s", locked.Path, locked.Holder), nil
 	}
 	e.mu.Lock()
 	e.broker = b
@@ -148,9 +149,9 @@ func (e *Engine) brokerURL(ctx context.Context, opts []nats.Option) (string, err
 	e.tree.Add(svcBroker, b)
 	url, err = b.URL(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return e.useBroker(url), nil
+	return e.useBroker(url), "", nil
 }
 
 // lockHolder is the lock error err of the store directory when its file names the
@@ -163,25 +164,15 @@ func lockHolder(err error) (*supervisor.StoreLockedError, bool) {
 	return locked, true
 }
 
-// setFoundBroker records how the engine found the broker of another engine, which a
-// refusal of its claim names.
-func (e *Engine) setFoundBroker(how string) {
-	e.mu.Lock()
-	e.foundBroker = how
-	e.mu.Unlock()
-}
-
 // refusal adds to a refused claim (err) how this engine, with no URL, came to claim
-// through another engine's broker instead of starting its own.
-func (e *Engine) refusal(err error) error {
-	e.mu.Lock()
-	how := e.foundBroker
-	e.mu.Unlock()
+// through another engine's broker instead of starting its own (found, "" when it
+// did not).
+func refusal(err error, found string) error {
 	var already *lease.AlreadyServingError
-	if how == "" || !errors.As(err, &already) {
+	if found == "" || !errors.As(err, &already) {
 		return err
 	}
-	return fmt.Errorf("%w (nats.url is empty and this engine claimed through the broker %s, which it does not start twice)", err, how)
+	return fmt.Errorf("%w (nats.url is empty and this engine claimed through the broker %s, which it does not start twice)", err, found)
 }
 
 // closeBroker lets the store directory's lock go once the broker is out of the tree.

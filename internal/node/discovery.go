@@ -12,9 +12,10 @@ import (
 )
 
 // This file wires the module registry (package discovery, docs/discovery.md) into a
-// serving engine when nats.discovery is set: its bucket is opened with the backends (openStores), and
-// its member is the first of the members the root tells to serve, stop accepting and
-// stop, so it serves only while this engine holds the lease and hands over with it.
+// serving engine when nats.discovery is set: its bucket is opened with the backends
+// (openStores), and its member is the first of the members the root tells to serve,
+// stop accepting and stop, so it serves only while this engine holds the lease and
+// hands over with it.
 
 // buildDiscovery spawns the discovery member on the registry's bucket (openStores
 // opened it), when nats.discovery is set.

@@ -90,11 +90,8 @@ type Engine struct {
 	objects    objectstorage.Store
 	actorStops *servicetree.Stopper[closing] // stops the actors, last built first
 
-	// the embedded broker this engine started, whose store lock teardown lets go; and
-	// how an engine with no URL found another engine's broker instead (brokerURL), ""
-	// when it uses nats.url or its own
-	broker      *supervisor.Broker
-	foundBroker string
+	// the embedded broker this engine started, whose store lock teardown lets go
+	broker *supervisor.Broker
 
 	// a step-down asked to stay a standby after its handover (stepdown.go)
 	stepDownStay atomic.Bool
@@ -252,7 +249,7 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 				return err
 			}
 		case err != nil:
-			return e.refusal(err)
+			return refusal(err, c.found)
 		default:
 			return e.loadServing(ctx, c, cl)
 		}
