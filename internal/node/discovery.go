@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/anthdm/hollywood/actor"
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/discovery"
@@ -13,20 +12,17 @@ import (
 )
 
 // This file wires the module registry (package discovery, docs/discovery.md) into a
-// serving engine when nats.discovery is set: its bucket is opened with the backends, and
-// its member is the first of the members the root tells to serve, stop accepting and
-// stop, so it serves only while this engine holds the lease and hands over with it.
+// serving engine when nats.discovery is set: its bucket is opened with the backends
+// (openStores), and its member is the first of the members the root tells to serve,
+// stop accepting and stop, so it serves only while this engine holds the lease and
+// hands over with it.
 
-// buildDiscovery opens the registry's bucket and spawns the discovery member, when
-// nats.discovery is set.
-func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.Conn, tokens primaries.TokenVerifier) error {
+// buildDiscovery spawns the discovery member on the registry's bucket (openStores
+// opened it), when nats.discovery is set.
+func (e *Engine) buildDiscovery(set *servingSet, store *discovery.JetStreamStore, tokens primaries.TokenVerifier) error {
 	d := e.cfg.NATS.Discovery
 	if d == nil {
 		return nil
-	}
-	store, err := discovery.OpenJetStream(ctx, nc, d.Project, e.cfg.NATS.Engine.LeaseReplicas)
-	if err != nil {
-		return fmt.Errorf("engine: nats.discovery: %w", err)
 	}
 	svc, err := discovery.New(store, discovery.Config{Lease: d.Lease(), Failpoints: e.opts.Failpoints})
 	if err != nil {
@@ -39,7 +35,7 @@ func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.C
 		e.log.Warn("nats.discovery is on but nats.jwt_secret_file is not set: every discovery call is refused UNAUTHENTICATED")
 	}
 	m, err := discovery.NewMember(discovery.MemberConfig{
-		Conn: nc, Project: d.Project, Service: svc, Tokens: verify,
+		Conn: set.conn, Project: d.Project, Service: svc, Tokens: verify,
 		MaxConcurrent: e.cfg.NATS.MaxConcurrentRequests, Logger: e.log,
 	})
 	if err != nil {
@@ -47,8 +43,7 @@ func (e *Engine) buildDiscovery(ctx context.Context, set *servingSet, nc *nats.C
 	}
 	set.discovery = m
 	set.discoPID = m.Spawn(e.actorSys)
-	// First, as the Python engine starts discovery before the kernel services.
-	set.members = append([]*actor.PID{set.discoPID}, set.members...)
+	set.members = append(set.members, set.discoPID)
 	set.named["discovery"] = set.discoPID
 	e.log.Info("module discovery on", zap.String("project", d.Project), zap.Float64("lease_seconds", d.LeaseSeconds),
 		zap.String("bucket", discovery.Bucket(d.Project)))

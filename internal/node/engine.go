@@ -1,6 +1,6 @@
 // Package node is one engine's wiring and lifecycle behind the root package's API: Load
-// finds the broker, claims the lease, opens the backends and builds the members and
-// the root actor, each handed to the supervision tree that owns it from then on; the
+// connects, claims the lease, opens the stores and builds the members and the root
+// actor, each handed to the supervision tree that owns it from then on; the
 // one ending runs the end's cascade and the teardown; View is the one published view
 // of where the engine stands, which /status, the metrics and step-down read. The root
 // package (the embedder's API) checks the options and converts what it is given into
@@ -10,6 +10,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,6 @@ import (
 	"github.com/abi-engine/engine/primaries/objectstorage"
 	"github.com/abi-engine/engine/supervisor"
 	"github.com/anthdm/hollywood/actor"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/thejerf/suture/v4"
 	"go.uber.org/zap"
@@ -82,8 +82,6 @@ type Engine struct {
 
 	// runtime, set by Load; the tree's services stop what they hold
 	natsURL    string
-	leaseConn  *nats.Conn            // the lease's own connection (claim), set before loadServing reads it
-	leaseStore *jetstreamstore.Store // the lease bucket (claim): the store ids are published there
 	actorSys   *actor.Engine
 	ownership  *actors.Ownership
 	root       *actors.Root
@@ -92,13 +90,8 @@ type Engine struct {
 	objects    objectstorage.Store
 	actorStops *servicetree.Stopper[closing] // stops the actors, last built first
 
-	// the embedded broker this engine started, whose store lock teardown lets go; and
-	// how an engine with no URL found another engine's broker instead (brokerURL), ""
-	// when it uses nats.url or its own
-	broker      *supervisor.Broker
-	foundBroker string
-	// the watch of rivals (rival.go), set by the claim
-	rivals *rivals.Finder
+	// the embedded broker this engine started, whose store lock teardown lets go
+	broker *supervisor.Broker
 
 	// a step-down asked to stay a standby after its handover (stepdown.go)
 	stepDownStay atomic.Bool
@@ -233,25 +226,35 @@ func (e *Engine) Load(ctx context.Context) (err error) {
 	// The configuration, the shared-backend check included, was validated by New:
 	// nothing has been touched yet.
 	e.tree.Start()
-	url, err := e.brokerURL(ctx)
+	role := e.cfg.NATS.Engine.Role
+	c, err := e.connect(ctx, conns{}, role)
 	if err != nil {
 		return err
 	}
-	role := e.cfg.NATS.Engine.Role
-	if role == config.RoleClient {
-		return e.loadClient(ctx, url)
+	if role != config.RoleClient {
+		// The lease bucket, on the lease's own connection, so a busy service connection
+		// never delays a renewal.
+		store, err := jetstreamstore.Open(ctx, c.lease, jetstreamstore.Config{
+			Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
+		if err != nil {
+			return fmt.Errorf("engine: open the lease: %w", err)
+		}
+		cl, err := e.claim(ctx, c.lease, store)
+		var already *lease.AlreadyServingError
+		switch {
+		case errors.As(err, &already) && role == config.RoleAuto:
+			e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
+			e.stopOwnership()
+			if c, err = e.connect(ctx, c, config.RoleClient); err != nil {
+				return err
+			}
+		case err != nil:
+			return refusal(err, c.found)
+		default:
+			return e.loadServing(ctx, c, cl)
+		}
 	}
-	state, err := e.claim(ctx, url)
-	var already *lease.AlreadyServingError
-	if errors.As(err, &already) && role == config.RoleAuto {
-		e.log.Info("another engine serves: this auto engine is a client", zap.String("holder", already.Holder.String()))
-		e.stopOwnership()
-		return e.loadClient(ctx, url)
-	}
-	if err != nil {
-		return e.refusal(err)
-	}
-	return e.loadServing(ctx, state)
+	return e.loadClient(c.client)
 }
 
 // Shutdown hands over: jobs stop, the lease is released, shared subscriptions end at

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/abi-engine/engine/actors"
 	"github.com/abi-engine/engine/client"
@@ -15,29 +14,19 @@ import (
 	"github.com/abi-engine/engine/internal/storeproof"
 	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
-	"github.com/abi-engine/engine/supervisor"
 	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
 
-// This file is how Load starts the engine in its role. Each step makes its part and
-// hands it to the tree (tree.go), which owns it from then on.
+// This file is how Load starts the engine in its role, after connect (broker.go): the
+// claim, the serving set (serve.go) and its root and control, or a client. Each step
+// hands what it made to the next as a value, and what it started to the tree (tree.go)
+// or the actors' stopper as it is made, which own it from then on.
 
-// connFlush bounds the flush of a connection as it closes: what was published leaves.
-const connFlush = time.Second
-
-// loadClient makes every service a NATS client of the serving engine: no lease, no
-// backend, no file, no subscription.
-func (e *Engine) loadClient(ctx context.Context, url string) error {
-	nc, err := e.dial(ctx, url, "client")
-	if err != nil && e.cfg.NATS.EmbeddedBroker() {
-		return fmt.Errorf("engine: nats.url is empty, so this client looked for the NATS server of a serving engine at %s (nats.embedded.listen), and it starts none itself: %w",
-			e.cfg.NATS.Embedded.Listen, err)
-	}
-	if err != nil {
-		return err
-	}
-	e.tree.Add(svcClient, supervisor.NewConn(svcClient, nc, connFlush))
+// loadClient makes every service a NATS client of the serving engine, on nc (the
+// client connection): no lease, no backend, no file, no subscription.
+func (e *Engine) loadClient(nc *nats.Conn) error {
 	tr, err := client.NewTransport(nc, client.WithCounters(e.metrics.ClientCounters),
 		client.WithDefaultTimeout(e.cfg.NATS.ClientTimeout()))
 	if err != nil {
@@ -52,35 +41,29 @@ func (e *Engine) loadClient(ctx context.Context, url string) error {
 	return nil
 }
 
-// claim connects the lease's own connection, so a busy service connection never delays
-// a renewal, starts the actors with the ownership, and takes (or waits for) the lease.
-func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
-	nc, err := e.dial(ctx, url, "lease")
-	if err != nil {
-		return 0, err
-	}
-	e.tree.Add(svcLease, supervisor.NewConn(svcLease, nc, 0))
-	e.leaseConn = nc
-	store, err := jetstreamstore.Open(ctx, nc, jetstreamstore.Config{
-		Replicas: e.cfg.NATS.Engine.LeaseReplicas, Domain: e.cfg.NATS.JetStream.Domain})
-	if err != nil {
-		return 0, fmt.Errorf("engine: open the lease: %w", err)
-	}
-	e.leaseStore = store
+// claimed is what the claim made, which the serving set is built on.
+type claimed struct {
+	state  lease.State           // serving, or standing by
+	store  *jetstreamstore.Store // the lease bucket: the store ids are published there (storeproof)
+	rivals *rivals.Finder        // the check before the claim, whose watch runs while serving
+}
+
+// claim checks for rivals on nc (the lease's own connection) and in the lease bucket
+// (store), starts the actors with the ownership, and takes (or waits for) the lease.
+func (e *Engine) claim(ctx context.Context, nc *nats.Conn, store *jetstreamstore.Store) (claimed, error) {
 	// Before the claim: an engine refused here has written nothing.
 	// The holders this check reads are known to the watch of rivals (watchRivals).
 	finder := rivals.NewFinder(nc, store, e.InstanceID(), e.cfg.NATS.JetStream.Domain, e.log)
 	rival, err := finder.Find(ctx)
 	if err != nil {
-		return 0, err
+		return claimed{}, err
 	}
 	if rival != nil {
-		return 0, e.opts.Errors.Rival(*rival)
+		return claimed{}, e.opts.Errors.Rival(*rival)
 	}
-	e.rivals = finder
 	sys, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
-		return 0, fmt.Errorf("engine: actor system: %w", err)
+		return claimed{}, fmt.Errorf("engine: actor system: %w", err)
 	}
 	e.mu.Lock()
 	e.actorSys = sys
@@ -110,35 +93,39 @@ func (e *Engine) claim(ctx context.Context, url string) (lease.State, error) {
 		Auto:       e.cfg.NATS.Engine.Role == config.RoleAuto,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("engine: %w", err)
+		return claimed{}, fmt.Errorf("engine: %w", err)
 	}
 	e.mu.Lock()
 	e.ownership = own
 	e.mu.Unlock()
 	e.actorStops.Push("ownership", func(bound context.Context, c *closing) { e.stopOwnershipActors(bound, own, c) })
-	return own.Claim(ctx)
+	state, err := own.Claim(ctx)
+	return claimed{state: state, store: store, rivals: finder}, err
 }
 
 // stopOwnership stops the actors of a refused claim (the ownership tree) and the
-// lease's connection.
+// connections a client has no use for: the lease's and the service connection.
 func (e *Engine) stopOwnership() {
 	e.tree.Remove(svcActors)
+	e.tree.Remove(svcService)
 	e.tree.Remove(svcLease)
 }
 
-// loadServing opens the backends, builds the primaries and hosts, and hands them to
-// the root actor, which serves them now (serving) or at the takeover (standby).
-func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
-	nc, err := e.dial(ctx, e.NATSURL(), "service")
-	if err != nil {
-		return err
-	}
-	e.tree.Add(svcService, supervisor.NewConn(svcService, nc, connFlush))
+// loadServing builds what the engine serves and hands it to the root actor, which
+// serves it now (serving) or at the takeover (standby): the stores first, then the
+// members made on them.
+func (e *Engine) loadServing(ctx context.Context, c conns, cl claimed) error {
 	e.mu.Lock()
 	e.role = config.RoleServe
 	e.mu.Unlock()
-	set, err := e.buildServing(ctx, nc)
-	// A set that failed half-built is kept too: the teardown stops what it spawned.
+	set := &servingSet{log: e.log, conn: c.service, askOn: c.lease, named: map[string]*actor.PID{}}
+	st, err := e.openStores(ctx, set, cl)
+	if err == nil {
+		err = e.buildMembers(set, st)
+	}
+	// A set that failed half-built is kept too: the scrape reads what it holds, and the
+	// teardown stops what it spawned.
+	e.metrics.WatchServing(set.gauges)
 	e.actorStops.Push("members", func(bound context.Context, c *closing) { e.stopMembers(bound, set, c) })
 	e.mu.Lock()
 	e.serving = set
@@ -148,16 +135,6 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 	e.mu.Unlock()
 	if err != nil {
 		return err
-	}
-	if state == lease.StateStandby {
-		// Before the root exists: a refused standby never serves.
-		m, err := storeproof.Prove(ctx, e.leaseStore, e.ownership.Status().Holder, set.ids, e.cfg, e.log)
-		if err != nil {
-			return err
-		}
-		if m != nil {
-			return e.opts.Errors.StoreMismatch(*m)
-		}
 	}
 	root, err := actors.SpawnRoot(e.actorSys, actors.RootConfig{
 		Ownership:  e.ownership,
@@ -183,17 +160,31 @@ func (e *Engine) loadServing(ctx context.Context, state lease.State) error {
 		}
 	})
 	e.startWatch(root)
-	e.watchRivals()
-	if err := e.serveControl(nc); err != nil {
+	e.watchRivals(cl.rivals)
+	if err := e.serveControl(c.service); err != nil {
 		return err
 	}
-	if state == lease.StateServing {
+	if cl.state == lease.StateServing {
 		if err := root.WaitServing(ctx); err != nil {
 			return err
 		}
 		e.log.Debug("engine serving", zap.String("lease_holder", e.me.String())) // the lease and the root logged it
 	} else {
 		e.log.Debug("engine standing by", zap.String("holder", e.ownership.Status().Holder.String())) // the lease logged it
+	}
+	return nil
+}
+
+// proveStores is a standby's check, before the root exists, that set's shared stores
+// are the holder's, whose ids it reads in the lease bucket: a refused standby never
+// serves.
+func (e *Engine) proveStores(ctx context.Context, set *servingSet, leaseStore *jetstreamstore.Store) error {
+	m, err := storeproof.Prove(ctx, leaseStore, e.ownership.Status().Holder, set.ids, e.cfg, e.log)
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		return e.opts.Errors.StoreMismatch(*m)
 	}
 	return nil
 }

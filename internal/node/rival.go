@@ -14,11 +14,7 @@ import (
 // that does not check at start), and ends this engine when it must yield: the
 // teardown releases the lease, and the end's error is the root package's *RivalError
 // (exit 3). The engine owns its goroutines: stopWatchers stops them and waits.
-func (e *Engine) watchRivals() {
-	f := e.rivals
-	if f == nil {
-		return
-	}
+func (e *Engine) watchRivals(f *rivals.Finder) {
 	pace := rivals.Pace(e.cfg.NATS.Engine.Lease())
 	// base ends with the watch, or at once when the engine stops it, so a Shutdown does
 	// not wait out a ping in flight.

@@ -59,44 +59,79 @@ func (s *servingSet) openSessions() int {
 	return n
 }
 
-// buildServing opens the backends and builds everything the engine serves, spawned
-// as actors that serve nothing until the root tells them to. The tree holds the
-// backends from the start, and the teardown stops the actors: a set that fails half
-// built is returned with its error, and nothing it opened is left behind.
-func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, error) {
-	set := &servingSet{log: e.log, conn: nc, askOn: e.leaseConn, named: map[string]*actor.PID{}}
+// stores are what the serving set's members are made on: the backends, each under its
+// health and traced, with the fence a shared one adopts the epoch in; and the module
+// registry's bucket when nats.discovery is set.
+type stores struct {
+	kv       keyvalue.Store
+	objects  objectstorage.Store
+	kvFence  primaries.EpochFence // nil: a local backend, which has no epoch
+	objFence primaries.EpochFence
+	registry *discovery.JetStreamStore // nil when nats.discovery is off
+}
+
+// openStores opens the stores of set on its connection: the backends, which a standby
+// proves are the holder's (proveStores) before it opens anything more, then the
+// registry's bucket. The tree holds the backends from the start (set.close): a set
+// that fails half built leaves nothing open behind.
+func (e *Engine) openStores(ctx context.Context, set *servingSet, cl claimed) (stores, error) {
+	var st stores
+	nc := set.conn
 	e.tree.Add(svcBackends, servicetree.OnStop{Name: svcBackends, Stop: set.close})
 	kv, closeKV, err := backends.KeyValue(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
-		return set, err
+		return st, err
 	}
 	kvHealth := e.watchBackend(set, protocol.KeyValue, string(e.cfg.Services.KeyValue.Adapter), backendhealth.KeyValueProbe(kv), closeKV)
 	// A shared backend takes the epoch (docs/architecture.md "Epoch"); its primary
 	// adopts it before it serves. Local backends have none.
 	kvFence, _ := kv.(primaries.EpochFence)
 	set.ids = storeproof.Identities(e.cfg, kv)
-	kvFence = e.withProof(protocol.KeyValue, kvFence, set.ids[protocol.KeyValue])
-	kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
-	set.kv = kv
+	st.kvFence = storeproof.WithProof(kvFence, protocol.KeyValue, e.InstanceID(), set.ids[protocol.KeyValue], cl.store, e.log)
+	st.kv = e.tracedKeyValue(backendhealth.KeyValue{Store: kv, H: kvHealth})
 	objects, closeObjects, err := backends.ObjectStorage(ctx, e.cfg, nc, e.opts.Failpoints, e.log)
 	if err != nil {
-		return set, err
+		return st, err
 	}
 	objHealth := e.watchBackend(set, protocol.ObjectStorage, string(e.cfg.Services.ObjectStorage.Adapter), backendhealth.ObjectStorageProbe(objects), closeObjects)
 	// The transfer host writes through the same store, so the object_storage
 	// primary's adoption covers its writes too.
 	objFence, _ := objects.(primaries.EpochFence)
-	objFence = e.withProof(protocol.ObjectStorage, objFence, set.ids[protocol.ObjectStorage])
-	objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
-	set.objects = objects
+	st.objFence = storeproof.WithProof(objFence, protocol.ObjectStorage, e.InstanceID(), set.ids[protocol.ObjectStorage], cl.store, e.log)
+	st.objects = e.tracedObjectStorage(backendhealth.ObjectStorage{Store: objects, H: objHealth})
+	if cl.state == lease.StateStandby {
+		// Before anything is built on them: a refused standby never serves.
+		if err := e.proveStores(ctx, set, cl.store); err != nil {
+			return st, err
+		}
+	}
+	if d := e.cfg.NATS.Discovery; d != nil {
+		st.registry, err = discovery.OpenJetStream(ctx, nc, d.Project, e.cfg.NATS.Engine.LeaseReplicas)
+		if err != nil {
+			return st, fmt.Errorf("engine: nats.discovery: %w", err)
+		}
+	}
+	return st, nil
+}
 
+// buildMembers builds everything the engine serves on st, spawned as actors that serve
+// nothing until the root tells them to; a member that fails leaves those spawned before
+// it in set, which the teardown stops.
+func (e *Engine) buildMembers(set *servingSet, st stores) error {
+	nc := set.conn
+	set.kv, set.objects = st.kv, st.objects
 	own := e.ownership
 	// The transfer hosts check the lease before every operation, as the primaries do
 	// before every call (docs/design.md §5.8).
 	limits := e.sessionLimits()
 	tokens, noTokens, err := e.serviceTokens()
 	if err != nil {
-		return set, err
+		return err
+	}
+	// The discovery member first, as the Python engine starts discovery before the
+	// kernel services: the root tells the members in their order.
+	if err := e.buildDiscovery(set, st.registry, tokens); err != nil {
+		return err
 	}
 	// The hosts check the token of every exchange as the primaries check every call's,
 	// and bind each session to its caller.
@@ -109,18 +144,18 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		Tokens: auth.Tokens, OnNoTokens: auth.OnNoTokens,
 	})
 	if err != nil {
-		return set, fmt.Errorf("engine: overflow host: %w", err)
+		return fmt.Errorf("engine: overflow host: %w", err)
 	}
-	transfers, err := objectstorage.NewTransferHost(nc, objects, e.InstanceID(), own.Gate().Valid, e.log, limits, auth)
+	transfers, err := objectstorage.NewTransferHost(nc, st.objects, e.InstanceID(), own.Gate().Valid, e.log, limits, auth)
 	if err != nil {
-		return set, fmt.Errorf("engine: object storage transfers: %w", err)
+		return fmt.Errorf("engine: object storage transfers: %w", err)
 	}
-	kvService, objService := keyvalue.Service(kv), objectstorage.Service(objects)
+	kvService, objService := keyvalue.Service(st.kv), objectstorage.Service(st.objects)
 	// Memory backends never wait for I/O: their calls run on micro's callback.
 	kvService.Inline = e.cfg.Services.KeyValue.Adapter == config.KeyValueMemory
 	objService.Inline = e.cfg.Services.ObjectStorage.Adapter == config.ObjectStorageMemory
 	services := []primaries.Service{kvService, objService}
-	fences := []primaries.EpochFence{kvFence, objFence}
+	fences := []primaries.EpochFence{st.kvFence, st.objFence}
 	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
 	// has one, and for CallEpoch.
 	epochs := make([]*servedEpoch, len(e.opts.Services))
@@ -128,9 +163,6 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		epochs[i] = &servedEpoch{fence: svc.Fence}
 		services = append(services, svc.Primary(epochs[i].epoch.Load))
 		fences = append(fences, epochs[i])
-	}
-	if err := e.buildDiscovery(ctx, set, nc, tokens); err != nil {
-		return set, err
 	}
 	for i, svc := range services {
 		p, err := primaries.New(svc, primaries.Config{
@@ -148,7 +180,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			OnNoTokens:    noTokens,
 		})
 		if err != nil {
-			return set, fmt.Errorf("engine: service %s: %w", svc.Name, err)
+			return fmt.Errorf("engine: service %s: %w", svc.Name, err)
 		}
 		set.primaries = append(set.primaries, p)
 		set.hosts = append(set.hosts, p)
@@ -175,7 +207,7 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 			OnNoTokens: auth.OnNoTokens,
 		})
 		if err != nil {
-			return set, fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
+			return fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
 		}
 		hosts = append(hosts, h)
 		names = append(names, "transfer:"+svc.Name)
@@ -187,16 +219,15 @@ func (e *Engine) buildServing(ctx context.Context, nc *nats.Conn) (*servingSet, 
 		set.members = append(set.members, pid)
 		set.named[names[i]] = pid
 	}
-	e.metrics.WatchServing(set.gauges)
 	if len(e.opts.Jobs) > 0 {
 		set.jobs, err = actors.NewJobsHost(e.opts.Jobs, e.log, e.metrics.JobRun)
 		if err != nil {
-			return set, fmt.Errorf("engine: %w", err)
+			return fmt.Errorf("engine: %w", err)
 		}
 		set.jobsPID = e.actorSys.Spawn(set.jobs.Producer(), "jobs", actors.SpawnOpts("jobs")...)
 		set.named["jobs"] = set.jobsPID
 	}
-	return set, nil
+	return nil
 }
 
 // watchBackend puts an opened backend under a backendhealth.Health: its failures are counted,
@@ -320,16 +351,6 @@ func (s *servingSet) close() {
 		}
 	}
 	s.closers = nil
-}
-
-// withProof wraps fence so that each adoption publishes the id of service's store in
-// the lease bucket (package storeproof); fence is returned as it is when there is
-// nothing to publish.
-func (e *Engine) withProof(service string, fence primaries.EpochFence, id storeproof.Identity) primaries.EpochFence {
-	if e.leaseStore == nil {
-		return fence
-	}
-	return storeproof.WithProof(fence, service, e.InstanceID(), id, e.leaseStore, e.log)
 }
 
 // gauges are what a scrape of the metrics reads of the set.
