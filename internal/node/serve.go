@@ -252,9 +252,25 @@ func (s *servingSet) backendsDown() []error {
 }
 
 // waitSuccessor is the handover's successor check: the new holder's services answer
-// at the broker for every endpoint of ours.
+// at the broker for every endpoint of ours. A service whose backend is down here is
+// not waited for: its callers get UNAVAILABLE from us either way (a retried "no
+// responders" is no worse), and a successor on the same broken backend never
+// subscribes it, so waiting would keep every other service answering beside the
+// successor's until the phase's deadline.
 func (s *servingSet) waitSuccessor(ctx context.Context, holder lease.Holder) error {
-	return primaries.WaitSuccessor(ctx, s.askOn, holder.InstanceID, s.primaries...)
+	down := make(map[string]bool, len(s.health))
+	for _, h := range s.health {
+		if h.Down() != nil {
+			down[h.Service()] = true
+		}
+	}
+	ps := make([]*primaries.Primary, 0, len(s.primaries))
+	for _, p := range s.primaries {
+		if !down[p.Name()] {
+			ps = append(ps, p)
+		}
+	}
+	return primaries.WaitSuccessor(ctx, s.askOn, holder.InstanceID, ps...)
 }
 
 // anyStandby is the handover's roll call: does any engine stand by to take over?
