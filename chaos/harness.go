@@ -72,6 +72,9 @@ type harness struct {
 	secretPath string
 	// modules is the discovery scenario's module traffic (modules.go); nil in others.
 	modules *moduleTraffic
+	// leaders follows the lease stream's leader on a cluster (storeleader.go); nil
+	// until a scenario watches it.
+	leaders *leaderWatch
 }
 
 func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
@@ -97,12 +100,17 @@ func (h *harness) logf(format string, args ...any) {
 // event records an event now and logs it.
 func (h *harness) event(kind, subject, format string, args ...any) time.Time {
 	now := time.Now()
+	h.eventAt(now, kind, subject, format, args...)
+	return now
+}
+
+// eventAt records an event seen at at and logs it.
+func (h *harness) eventAt(at time.Time, kind, subject, format string, args ...any) {
 	detail := fmt.Sprintf(format, args...)
 	h.mu.Lock()
-	h.events = append(h.events, report.Event{At: now, Kind: kind, Subject: subject, Detail: detail})
+	h.events = append(h.events, report.Event{At: at, Kind: kind, Subject: subject, Detail: detail})
 	h.mu.Unlock()
 	h.logf("%s %s: %s", kind, subject, detail)
-	return now
 }
 
 // fault records an injected fault.
@@ -438,6 +446,12 @@ func (h *harness) teardown() {
 	if h.observer != nil {
 		h.observer.stop()
 	}
+	h.mu.Lock()
+	leaders := h.leaders
+	h.mu.Unlock()
+	if leaders != nil {
+		leaders.end()
+	}
 	if h.nc != nil {
 		h.nc.Close()
 	}
@@ -502,6 +516,9 @@ func (h *harness) report(runErr error) *Report {
 	}
 	r.Handovers = report.Handovers(hist, hvs)
 	h.mu.Unlock()
+	for _, o := range h.storeOutages() {
+		r.StoreOutages = append(r.StoreOutages, report.StoreOutage{At: o.From, For: o.To.Sub(o.From)})
+	}
 	r.BucketWidth, r.Series = report.Series(hist, h.start, elapsed)
 	return r
 }
