@@ -84,9 +84,9 @@ func TestDropRenewalReplyFailsServingGap(t *testing.T) {
 }
 
 // TestDropRenewalReplyFailsServingGapOnACluster: on a cluster serving-gap leaves out
-// the stretches the lease stream had no leader, and nothing else. A holder that fences
+// the stretches a stream had no leader, and nothing else. A holder that fences
 // on its own while its renewals keep the lease from the standby leaves no engine
-// serving while the stream takes writes, and the check names that stretch. The
+// serving while the streams take writes, and the check names that stretch. The
 // schedule breaks down too (no engine serves once the first node is back); the check
 // judges what was recorded until then.
 func TestDropRenewalReplyFailsServingGapOnACluster(t *testing.T) {
@@ -101,8 +101,8 @@ func TestDropRenewalReplyFailsServingGapOnACluster(t *testing.T) {
 		t.Fatal("cluster-node-loss ran no serving-gap check")
 	case c.Passed:
 		t.Fatalf("serving-gap passed with drop-renewal-reply on the holder: %s", c.Summary)
-	case !strings.Contains(strings.Join(c.Details, "\n"), "while the lease's store could take writes"):
-		t.Fatalf("serving-gap failed, but not on a stretch the store could take writes in: %v", c.Details)
+	case !strings.Contains(strings.Join(c.Details, "\n"), "while the stores could take writes"):
+		t.Fatalf("serving-gap failed, but not on a stretch the stores could take writes in: %v", c.Details)
 	}
 	t.Logf("serving-gap failed, as it must: %s; %s", c.Summary, c.Details[0])
 }

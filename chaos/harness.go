@@ -72,8 +72,8 @@ type harness struct {
 	secretPath string
 	// modules is the discovery scenario's module traffic (modules.go); nil in others.
 	modules *moduleTraffic
-	// leaders follows the lease stream's leader on a cluster (storeleader.go); nil
-	// until a scenario watches it.
+	// leaders follows the leader of each stream on a cluster (storeleader.go); nil
+	// until a scenario watches them.
 	leaders *leaderWatch
 }
 
@@ -517,7 +517,7 @@ func (h *harness) report(runErr error) *Report {
 	r.Handovers = report.Handovers(hist, hvs)
 	h.mu.Unlock()
 	for _, o := range h.storeOutages() {
-		r.StoreOutages = append(r.StoreOutages, report.StoreOutage{At: o.From, For: o.To.Sub(o.From)})
+		r.StoreOutages = append(r.StoreOutages, report.StoreOutage{Stream: o.Instance, At: o.From, For: o.To.Sub(o.From)})
 	}
 	r.BucketWidth, r.Series = report.Series(hist, h.start, elapsed)
 	return r

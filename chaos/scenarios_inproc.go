@@ -304,19 +304,21 @@ func foreignValue(h *harness) error {
 }
 
 // clusterNodeLoss: each node of a 3-node cluster is lost in turn, the lease stream's
-// leader first; R3 buckets keep the lease and the data. The harness follows the lease
-// stream's leader (storeleader.go): serving-gap judges the time without a serving
-// engine while the stream had one.
+// leader first; R3 buckets keep the lease and the data. The harness follows the leader
+// of each stream (storeleader.go): serving-gap judges the time without a serving
+// engine while every one had a leader.
 func clusterNodeLoss(h *harness) error {
 	if err := h.startCluster(); err != nil {
 		return err
 	}
-	h.watchLeader()
 	f := &fleet{h: h, next: 1}
 	if err := f.start(); err != nil {
 		return err
 	}
 	if err := f.start(); err != nil {
+		return err
+	}
+	if err := h.watchLeaders(); err != nil {
 		return err
 	}
 	if err := h.startTraffic(); err != nil {
@@ -327,7 +329,8 @@ func clusterNodeLoss(h *harness) error {
 	if err == nil {
 		err = h.sleep(h.lease)
 	}
-	// While the lease stream has no leader no engine can renew or take the lease: the
+	// While a stream has no leader no engine can serve: without the lease's none can
+	// renew or take the lease, without a bucket's none can adopt its epoch there. The
 	// store's unavailability (the broker's raft election, seconds when a stopped leader
 	// hands its leadership to no one) is left out and reported; what remains is the
 	// engines'. It is judged even when the schedule broke down: an engine that never

@@ -5,16 +5,18 @@ import (
 	"time"
 )
 
-// ServingGapWhileStoreUp is ServingGap on a store that can itself be unavailable:
-// storeDown are the stretches the lease's store could take no write (on a cluster, the
-// lease stream had no leader), when no engine can renew or take the lease, however
-// good it is. Those stretches are left out, so what is judged is what the engines
-// control: no stretch longer than bound without a serving engine while the store could
-// take writes, the time after the store came back included. A stretch without a
+// ServingGapWhileStoreUp is ServingGap on stores that can themselves be unavailable:
+// storeDown are the stretches one of the engines' stores could take no write (on a
+// cluster, one of their streams had no leader), when no engine can serve, however good
+// it is: without the lease's store none can renew or take the lease, without a data
+// store none can adopt its epoch there (which it must before it serves) nor answer its
+// calls. Those stretches are left out, so what is judged is what the engines control:
+// no stretch longer than bound without a serving engine while the stores could take
+// writes, the time after they came back included. A stretch without a
 // serving engine that began before the store went down is judged up to then, and what
 // remains of it after the store is back on its own.
 //
-// The store's unavailability is a figure of the summary, not a violation: the broker's
+// The stores' unavailability is a figure of the summary, not a violation: the broker's
 // raft election, not the engine, decides how long it lasts.
 func ServingGapWhileStoreUp(serving, storeDown []Interval, from, to time.Time, bound time.Duration, cycles Cycles) Result {
 	var v violations
@@ -23,7 +25,7 @@ func ServingGapWhileStoreUp(serving, storeDown []Interval, from, to time.Time, b
 	for _, g := range holes(covered, from, to) {
 		worst = max(worst, g.d)
 		if g.d > bound {
-			v.add("%sno engine served from %s for %s while the lease's store could take writes (bound %s)",
+			v.add("%sno engine served from %s for %s while the stores could take writes (bound %s)",
 				cycles.where(g.from), stamp(g.from), g.d.Round(time.Millisecond), bound)
 		}
 	}
@@ -38,8 +40,8 @@ func ServingGapWhileStoreUp(serving, storeDown []Interval, from, to time.Time, b
 		down += hi.Sub(lo)
 		longest = max(longest, hi.Sub(lo))
 	}
-	return v.result("serving-gap", fmt.Sprintf("longest stretch without a serving engine while the lease's store could take writes %s (bound %s); the store could take none %d time(s), %s in all, longest %s (not judged)",
-		worst.Round(time.Millisecond), bound, n, down.Round(time.Millisecond), longest.Round(time.Millisecond)))
+	return v.result("serving-gap", fmt.Sprintf("longest stretch without a serving engine while the stores could take writes %s (bound %s); a store could take none for %s in all (%d stretch(es), longest %s; not judged)",
+		worst.Round(time.Millisecond), bound, down.Round(time.Millisecond), n, longest.Round(time.Millisecond)))
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -13,11 +13,11 @@ func TestServingGapWhileStoreUp(t *testing.T) {
 		{Instance: instA, From: at(0), To: at(1000)},
 		{Instance: instA, From: at(6300), To: at(9000)}, // fenced 1000-6300
 	}
-	// The store had no leader 1000-6000: the 300 ms after it are the engine's.
+	// A stream had no leader 1000-6000: the 300 ms after it are the engine's.
 	down := []Interval{{Instance: "KV_ABI_ENGINE", From: at(1000), To: at(6000)}}
 	r := ServingGapWhileStoreUp(serving, down, at(0), at(9000), time.Second, nil)
 	wantPass(t, r)
-	if !strings.Contains(r.Summary, "300ms") || !strings.Contains(r.Summary, "1 time(s), 5s in all") {
+	if !strings.Contains(r.Summary, "300ms") || !strings.Contains(r.Summary, "5s in all (1 stretch(es)") {
 		t.Fatalf("summary %q does not give the engine's 300ms and the store's 5s", r.Summary)
 	}
 	// ServingGap alone fails the same history: the store's 5 s count against the engine.
@@ -28,7 +28,7 @@ func TestServingGapWhileStoreUp(t *testing.T) {
 		{Instance: instA, From: at(0), To: at(1000)},
 		{Instance: instB, From: at(7500), To: at(9000)},
 	}
-	wantFail(t, ServingGapWhileStoreUp(slow, down, at(0), at(9000), time.Second, nil), 1, "from 03:04:11.000000 for 1.5s while the lease's store could take writes")
+	wantFail(t, ServingGapWhileStoreUp(slow, down, at(0), at(9000), time.Second, nil), 1, "from 03:04:11.000000 for 1.5s while the stores could take writes")
 
 	// A gap that began before the store went down is judged up to then: 1.2 s of it
 	// while the store was up fails, though the part after the store came back is short.
