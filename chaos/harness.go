@@ -75,6 +75,8 @@ type harness struct {
 	// leaders follows the leader of each stream on a cluster (storeleader.go); nil
 	// until a scenario watches them.
 	leaders *leaderWatch
+	// nodeLogs are the cluster nodes' logs in the run's output (serverlogs.go).
+	nodeLogs map[int]*nodeLog
 }
 
 func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
@@ -215,6 +217,9 @@ func (h *harness) startCluster() error {
 		return err
 	}
 	h.cluster, h.url, h.replicas = c, c.URLs(), 3
+	for i := range c.Nodes {
+		h.logNode(i)
+	}
 	h.event(report.KindStep, "cluster", "3 nodes ready at %s", c.URLs())
 	return h.connect()
 }
@@ -460,6 +465,7 @@ func (h *harness) teardown() {
 	}
 	if h.cluster != nil {
 		h.cluster.Stop()
+		h.closeNodeLogs()
 	}
 }
 

@@ -394,6 +394,7 @@ func loseNodes(h *harness, f *fleet) ([]check.Fault, error) {
 			return faults, err
 		}
 		h.leaders.started(idx)
+		h.logNode(idx)
 		ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
 		err := h.cluster.WaitReady(ctx)
 		cancel()
