@@ -83,6 +83,30 @@ func TestDropRenewalReplyFailsServingGap(t *testing.T) {
 	failed(t, "handover", Options{Failpoints: Failpoints{Holder: "drop-renewal-reply"}}, "serving-gap")
 }
 
+// TestDropRenewalReplyFailsServingGapOnACluster: on a cluster serving-gap leaves out
+// the stretches a stream had no leader, and nothing else. A holder that fences
+// on its own while its renewals keep the lease from the standby leaves no engine
+// serving while the streams take writes, and the check names that stretch. The
+// schedule breaks down too (no engine serves once the first node is back); the check
+// judges what was recorded until then.
+func TestDropRenewalReplyFailsServingGapOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster: not in -short")
+	}
+	rep := runScenario(t, "cluster-node-loss", Options{Seed: ciSeed, Failpoints: Failpoints{Holder: "drop-renewal-reply"}})
+	t.Log("\n" + table(t, rep))
+	c := checkNamed(rep, "serving-gap")
+	switch {
+	case c.Name == "":
+		t.Fatal("cluster-node-loss ran no serving-gap check")
+	case c.Passed:
+		t.Fatalf("serving-gap passed with drop-renewal-reply on the holder: %s", c.Summary)
+	case !strings.Contains(strings.Join(c.Details, "\n"), "while the stores could take writes"):
+		t.Fatalf("serving-gap failed, but not on a stretch the stores could take writes in: %v", c.Details)
+	}
+	t.Logf("serving-gap failed, as it must: %s; %s", c.Summary, c.Details[0])
+}
+
 // TestClockRateBeyondTheBoundFailsNoOverlap: a standby whose lease clock runs 3 times
 // as fast takes over lease/3 after the holder's last renewal, before the holder fences
 // at lease/2: both answer for up to lease/6, less the successor's start. At lease 4 s

@@ -16,7 +16,6 @@ import (
 	"github.com/abi-engine/engine/chaos/report"
 	"github.com/abi-engine/engine/client"
 	"github.com/abi-engine/engine/internal/broker"
-	"github.com/abi-engine/engine/lease"
 	"github.com/abi-engine/engine/lease/jetstreamstore"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -72,6 +71,11 @@ type harness struct {
 	secretPath string
 	// modules is the discovery scenario's module traffic (modules.go); nil in others.
 	modules *moduleTraffic
+	// leaders follows the leader of each stream on a cluster (storeleader.go); nil
+	// until a scenario watches them.
+	leaders *leaderWatch
+	// nodeLogs are the cluster nodes' logs in the run's output (serverlogs.go).
+	nodeLogs map[int]*nodeLog
 }
 
 func newHarness(ctx context.Context, sc Scenario, opts Options, work, logDir string) *harness {
@@ -97,12 +101,17 @@ func (h *harness) logf(format string, args ...any) {
 // event records an event now and logs it.
 func (h *harness) event(kind, subject, format string, args ...any) time.Time {
 	now := time.Now()
+	h.eventAt(now, kind, subject, format, args...)
+	return now
+}
+
+// eventAt records an event seen at at and logs it.
+func (h *harness) eventAt(at time.Time, kind, subject, format string, args ...any) {
 	detail := fmt.Sprintf(format, args...)
 	h.mu.Lock()
-	h.events = append(h.events, report.Event{At: now, Kind: kind, Subject: subject, Detail: detail})
+	h.events = append(h.events, report.Event{At: at, Kind: kind, Subject: subject, Detail: detail})
 	h.mu.Unlock()
 	h.logf("%s %s: %s", kind, subject, detail)
-	return now
 }
 
 // fault records an injected fault.
@@ -207,6 +216,9 @@ func (h *harness) startCluster() error {
 		return err
 	}
 	h.cluster, h.url, h.replicas = c, c.URLs(), 3
+	for i := range c.Nodes {
+		h.logNode(i)
+	}
 	h.event(report.KindStep, "cluster", "3 nodes ready at %s", c.URLs())
 	return h.connect()
 }
@@ -438,6 +450,12 @@ func (h *harness) teardown() {
 	if h.observer != nil {
 		h.observer.stop()
 	}
+	h.mu.Lock()
+	leaders := h.leaders
+	h.mu.Unlock()
+	if leaders != nil {
+		leaders.end()
+	}
 	if h.nc != nil {
 		h.nc.Close()
 	}
@@ -446,6 +464,7 @@ func (h *harness) teardown() {
 	}
 	if h.cluster != nil {
 		h.cluster.Stop()
+		h.closeNodeLogs()
 	}
 }
 
@@ -502,61 +521,11 @@ func (h *harness) report(runErr error) *Report {
 	}
 	r.Handovers = report.Handovers(hist, hvs)
 	h.mu.Unlock()
+	for _, o := range h.storeOutages() {
+		r.StoreOutages = append(r.StoreOutages, report.StoreOutage{Stream: o.Instance, At: o.From, For: o.To.Sub(o.From)})
+	}
 	r.BucketWidth, r.Series = report.Series(hist, h.start, elapsed)
 	return r
-}
-
-// observer watches the lease key and records every value it sees.
-type observer struct {
-	w      lease.Watcher
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (h *harness) observe() (*observer, error) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(h.ctx))
-	openCtx, openCancel := context.WithTimeout(ctx, 30*time.Second)
-	defer openCancel()
-	store, err := jetstreamstore.Open(openCtx, h.nc, jetstreamstore.Config{Replicas: h.replicas})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("open the lease bucket to watch it: %w", err)
-	}
-	w, err := store.Watch(ctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watch the lease: %w", err)
-	}
-	o := &observer{w: w, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(o.done)
-		last := "\x00" // no holder seen yet
-		for rec := range w.Updates() {
-			holder := ""
-			switch {
-			case rec.Free():
-			case rec.Holder.Known():
-				holder = rec.Holder.InstanceID
-			default:
-				holder = check.ForeignHolder
-			}
-			now := time.Now()
-			h.mu.Lock()
-			h.leaseEv = append(h.leaseEv, check.LeaseEvent{At: now, Revision: rec.Revision, Holder: holder})
-			h.mu.Unlock()
-			if holder != last {
-				last = holder
-				h.event(report.KindLease, "lease", "%s (revision %d)", h.describeHolder(holder), rec.Revision)
-			}
-		}
-	}()
-	return o, nil
-}
-
-func (o *observer) stop() {
-	o.cancel()
-	o.w.Stop()
-	<-o.done
 }
 
 // describeHolder names a holder by engine name where the harness knows it.

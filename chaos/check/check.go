@@ -474,21 +474,28 @@ type Interval struct {
 // ones); each violation names the cycle in which the stretch began.
 func ServingGap(serving []Interval, from, to time.Time, bound time.Duration, cycles Cycles) Result {
 	var v violations
-	ivs := slices.Clone(serving)
-	slices.SortFunc(ivs, func(a, b Interval) int { return a.From.Compare(b.From) })
-	covered := from // everything before covered is served (or outside the window)
 	var worst time.Duration
-	gap := func(until time.Time) {
-		d := until.Sub(covered)
-		worst = max(worst, d)
-		if d > bound {
-			where := ""
-			if len(cycles) > 0 {
-				where = cycles.Of(covered).String() + ": "
-			}
-			v.add("%sno engine served from %s for %s (bound %s)", where, stamp(covered), d.Round(time.Millisecond), bound)
+	for _, g := range holes(serving, from, to) {
+		worst = max(worst, g.d)
+		if g.d > bound {
+			v.add("%sno engine served from %s for %s (bound %s)", cycles.where(g.from), stamp(g.from), g.d.Round(time.Millisecond), bound)
 		}
 	}
+	return v.result("serving-gap", fmt.Sprintf("longest stretch without a serving engine %s (bound %s)", worst.Round(time.Millisecond), bound))
+}
+
+// hole is a stretch of a window that no interval covers.
+type hole struct {
+	from time.Time
+	d    time.Duration
+}
+
+// holes are the stretches of [from, to] that no interval of ivs covers, in order.
+func holes(ivs []Interval, from, to time.Time) []hole {
+	ivs = slices.Clone(ivs)
+	slices.SortFunc(ivs, func(a, b Interval) int { return a.From.Compare(b.From) })
+	var out []hole
+	covered := from // everything before covered is covered (or outside the window)
 	for _, iv := range ivs {
 		if !iv.To.After(covered) {
 			continue
@@ -497,12 +504,20 @@ func ServingGap(serving []Interval, from, to time.Time, bound time.Duration, cyc
 			break
 		}
 		if iv.From.After(covered) {
-			gap(iv.From)
+			out = append(out, hole{from: covered, d: iv.From.Sub(covered)})
 		}
 		covered = iv.To
 	}
 	if covered.Before(to) {
-		gap(to)
+		out = append(out, hole{from: covered, d: to.Sub(covered)})
 	}
-	return v.result("serving-gap", fmt.Sprintf("longest stretch without a serving engine %s (bound %s)", worst.Round(time.Millisecond), bound))
+	return out
+}
+
+// where is the prefix naming the cycle of t ("" without cycles).
+func (cs Cycles) where(t time.Time) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	return cs.Of(t).String() + ": "
 }

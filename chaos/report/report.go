@@ -25,6 +25,7 @@ const (
 	KindState = "state" // an engine changed state
 	KindExit  = "exit"  // an engine process or in-process engine ended
 	KindStep  = "step"  // a step of the scenario (an engine started, traffic began)
+	KindStore = "store" // the lease stream's leader changed (a cluster)
 )
 
 // Event is one thing that happened during a scenario.
@@ -86,6 +87,9 @@ type Report struct {
 	// (rolling-deploy, handover), each with the longest time its callers went without
 	// a successful reply.
 	Handovers []Handover `json:"handovers,omitempty"`
+	// StoreOutages are the stretches the lease's store could take no write (a
+	// cluster's lease stream without a leader), the broker's own unavailability.
+	StoreOutages []StoreOutage `json:"store_outages,omitempty"`
 	// Events are everything that happened, in order: every fault, lease change, engine
 	// state, exit and step.
 	Events []Event `json:"events"`
@@ -203,6 +207,9 @@ func (r *Report) Table(w io.Writer) error {
 		return err
 	}
 	if err := r.writeHandovers(w); err != nil {
+		return err
+	}
+	if err := r.writeStoreOutages(w); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)

@@ -39,10 +39,11 @@ var kindColor = map[string]string{
 	KindState: "#9467bd",
 	KindExit:  "#7f7f7f",
 	KindStep:  "#2ca02c",
+	KindStore: "#ff7f0e",
 }
 
 // kinds in the order of their lanes.
-var kinds = []string{KindFault, KindLease, KindState, KindExit, KindStep}
+var kinds = []string{KindFault, KindLease, KindState, KindExit, KindStep, KindStore}
 
 // WriteSVG draws the run as a standalone SVG: successful calls per second (failed calls
 // as red bars) and latency (p50, p99 and max per slice, log scale) over time, the

@@ -286,13 +286,40 @@ func (b *Bucket) errorf(what string, err error) error {
 }
 
 // config reads the bucket's stream configuration.
+//
+// It asks again when an answer does not come within an attempt: on a cluster, a request
+// that reaches the stream while it has no leader (its node lost, the election under
+// way) is never answered, and waiting for it would cost the caller's whole deadline
+// (nats.go's 5 s without one), while Ensure holds the bucket: a holder's Serve, which
+// checks the bucket before it adopts the epoch, then waited 5 s behind a backend
+// probe's lost request with the stream long led again. Each attempt doubles the last,
+// so a broker that is only slow is still answered.
 func (b *Bucket) config(ctx context.Context) (jetstream.StreamConfig, error) {
-	st, err := b.js.Stream(ctx, b.stream)
-	if err != nil {
-		return jetstream.StreamConfig{}, err
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, infoTimeout)
+		defer cancel()
 	}
-	return st.CachedInfo().Config, nil
+	for attempt := firstInfoAttempt; ; attempt *= 2 {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		st, err := b.js.Stream(actx, b.stream)
+		cancel()
+		switch {
+		case err == nil:
+			return st.CachedInfo().Config, nil
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+			return jetstream.StreamConfig{}, err
+		}
+	}
 }
+
+const (
+	// firstInfoAttempt is how long config waits for the first answer before it asks
+	// again: far above a stream info's usual milliseconds, far below a lease.
+	firstInfoAttempt = 250 * time.Millisecond
+	// infoTimeout bounds config for a caller without a deadline, as nats.go would.
+	infoTimeout = 5 * time.Second
+)
 
 // create creates the bucket and returns the configuration its stream then has: the
 // one asked for, or another engine's when it created the bucket first.
