@@ -218,13 +218,17 @@ func (h *harness) judgeSuccessor(next *procMember, tk tamperKind) error {
 		}
 		return h.waitFor(5*h.lease, next.nm+" ready", next.ready)
 	}
+	// The takeover is judged once it is over: the old engine may exit (it waits for no
+	// successor on a service whose backend is down) before the successor's state
+	// reaches serving, and a standby on the bad bucket is not ready either.
+	serving := h.waitFor(5*h.lease, next.nm+" serving", func() bool { return next.mon.current() == "serving" })
+	h.expect("holder-says-serving", serving == nil, "%s holds the lease and says %q", next.nm, next.mon.current())
 	notReady := h.waitFor(5*h.lease, next.nm+" not ready, naming "+objectsBucket, func() bool {
 		body, ok := next.readyz()
 		return !ok && strings.Contains(body, objectsBucket)
 	})
 	h.expect("not-ready-while-a-member-cannot-serve", notReady == nil, "%s with %s refused: %s (status %s)", next.nm, objectsBucket,
 		errOr(notReady, "/readyz 503 naming it"), next.mon.current())
-	h.expect("holder-says-serving", next.mon.current() == "serving", "%s holds the lease and says %q", next.nm, next.mon.current())
 	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	defer cancel()
 	adopted, err := h.epochSubjects(ctx, "OBJ_"+objectsBucket, "$O."+objectsBucket+".C.abi.epoch")
