@@ -199,30 +199,33 @@ func (h *Health) Close() error {
 // KeyValueProbe checks a keyvalue backend: its bucket if it has one, then a read.
 func KeyValueProbe(s keyvalue.Store) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		var recreated bool
-		if p, ok := s.(bucketProber); ok {
-			var err error
-			if recreated, err = p.Probe(ctx); err != nil {
-				return false, err
-			}
+		recreated, err := probeBucket(ctx, s)
+		if err != nil {
+			return false, err
 		}
-		_, err := s.Exists(ctx, healthProbeKey)
+		_, err = s.Exists(ctx, healthProbeKey)
 		return recreated, err
 	}
+}
+
+// probeBucket checks backend's own storage when it has one (bucketProber): whether it
+// had to recreate it, or why it could not.
+func probeBucket(ctx context.Context, backend any) (bool, error) {
+	if p, ok := backend.(bucketProber); ok {
+		return p.Probe(ctx)
+	}
+	return false, nil
 }
 
 // ObjectStorageProbe checks an object_storage backend: its bucket if it has one, then
 // a read (NOT_FOUND is an answer).
 func ObjectStorageProbe(s objectstorage.Store) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		var recreated bool
-		if p, ok := s.(bucketProber); ok {
-			var err error
-			if recreated, err = p.Probe(ctx); err != nil {
-				return false, err
-			}
+		recreated, err := probeBucket(ctx, s)
+		if err != nil {
+			return false, err
 		}
-		_, err := s.GetObjectMetadata(ctx, "", healthProbeKey)
+		_, err = s.GetObjectMetadata(ctx, "", healthProbeKey)
 		if errors.Is(err, protocol.ErrNotFound) {
 			err = nil
 		}
