@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -95,8 +96,12 @@ func (r *Report) Table(w io.Writer) error {
 // engine over raw (throughput below 1 and latency above 1 are the engine's cost), 0
 // where the raw figure is 0.
 type Comparison struct {
-	// Against names the raw run: "raw NATS" (the plain echo) or "header echo" (the
-	// echo stamping the instance header).
+	// Of names the measured run: "" is the engine; "KV put proxy" sets RawProxy
+	// against the store's own write, the least a responder that writes costs.
+	Of string `json:"of,omitempty"`
+	// Against names the raw run: "raw NATS" (the plain echo), "header echo" (the
+	// echo stamping the instance header), "direct KV put", "direct object put"
+	// (RawStore) or "KV put proxy" (RawProxy).
 	Against    string  `json:"against"`
 	Throughput float64 `json:"throughput_ratio"`
 	P50        float64 `json:"p50_ratio"`
@@ -110,6 +115,9 @@ type Comparison struct {
 	EngineP99        time.Duration `json:"engine_p99_ns"`
 }
 
+// ProxyName names RawProxy's runs in comparisons.
+const ProxyName = "KV put proxy"
+
 // Compare sets engine against raw (RawNATS run with the same Config).
 func Compare(raw, engine *Report) Comparison {
 	against := "raw NATS"
@@ -120,6 +128,8 @@ func Compare(raw, engine *Report) Comparison {
 		against = "direct KV put"
 	case RawObjectWorkload:
 		against = "direct object put"
+	case RawProxyWorkload:
+		against = ProxyName
 	}
 	return Comparison{
 		Against:          against,
@@ -150,7 +160,7 @@ func (c Comparison) String() string {
 	if against == "" {
 		against = "raw NATS"
 	}
-	b.WriteString("engine/" + against + ": throughput ")
+	b.WriteString(cmp.Or(c.Of, "engine") + "/" + against + ": throughput ")
 	b.WriteString(fmtRatio(c.Throughput))
 	fmt.Fprintf(&b, " (%.0f vs %.0f ops/s), p50 %s (%s vs %s), p99 %s (%s vs %s)",
 		c.EngineThroughput, c.RawThroughput,

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -32,6 +33,7 @@ func spreadOf(vs []float64) Spread {
 // against raw NATS on a shared machine, where one pair of runs can be off by more than
 // the difference it is meant to show.
 type Rounds struct {
+	Of               string `json:"of,omitempty"`
 	Against          string `json:"against"`
 	Rounds           int    `json:"rounds"`
 	Throughput       Spread `json:"throughput_ratio"`
@@ -52,7 +54,7 @@ func SummarizeRounds(cs []Comparison) Rounds {
 	r := Rounds{Rounds: len(cs), Throughput: spreadOf(tput), P50: spreadOf(p50), P99: spreadOf(p99),
 		RawThroughput: spreadOf(raw), EngineThroughput: spreadOf(eng)}
 	if len(cs) > 0 {
-		r.Against = cs[0].Against
+		r.Of, r.Against = cs[0].Of, cs[0].Against
 	}
 	return r
 }
@@ -61,8 +63,8 @@ func SummarizeRounds(cs []Comparison) Rounds {
 // throughput 0.96x (0.91x-0.99x) (41233 vs 43012 ops/s), p50 1.02x (0.98x-1.10x), p99
 // 1.10x (1.01x-1.31x)".
 func (r Rounds) String() string {
-	return fmt.Sprintf("engine/%s over %d rounds, median (range): throughput %s (%.0f vs %.0f ops/s), p50 %s, p99 %s",
-		r.Against, r.Rounds, fmtSpread(r.Throughput), r.EngineThroughput.Median, r.RawThroughput.Median,
+	return fmt.Sprintf("%s/%s over %d rounds, median (range): throughput %s (%.0f vs %.0f ops/s), p50 %s, p99 %s",
+		cmp.Or(r.Of, "engine"), r.Against, r.Rounds, fmtSpread(r.Throughput), r.EngineThroughput.Median, r.RawThroughput.Median,
 		fmtSpread(r.P50), fmtSpread(r.P99))
 }
 
@@ -79,6 +81,7 @@ const (
 	PhaseHeaderEcho              // RawNATS WithInstanceHeader
 	PhaseEngine                  // Run against the engine
 	PhaseStore                   // RawStore, the store's own write
+	PhaseProxy                   // RawProxy, the store's write through a bare responder
 )
 
 // RoundOrder is the order of the phases of round i (from 0): the bare echo, the header
@@ -86,10 +89,16 @@ const (
 // the reverse in odd ones, so that a machine growing faster or slower during a series
 // weighs on both sides of the ratios alike.
 func RoundOrder(i int, store bool) []Phase {
-	order := []Phase{PhaseEcho, PhaseHeaderEcho, PhaseEngine}
 	if store {
-		order = []Phase{PhaseEcho, PhaseHeaderEcho, PhaseStore, PhaseEngine}
+		return Interleave(i, PhaseEcho, PhaseHeaderEcho, PhaseStore, PhaseEngine)
 	}
+	return Interleave(i, PhaseEcho, PhaseHeaderEcho, PhaseEngine)
+}
+
+// Interleave is the order of phases in round i (from 0): as given in even rounds, the
+// reverse in odd ones (RoundOrder).
+func Interleave(i int, phases ...Phase) []Phase {
+	order := slices.Clone(phases)
 	if i%2 == 1 {
 		slices.Reverse(order)
 	}

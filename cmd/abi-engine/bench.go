@@ -98,6 +98,11 @@ as call does: --jwt-secret-file, else ABI_JWT_SECRET_FILE, else the configuratio
 					if b.store, err = jsdomain.New(nc, br.Domain); err != nil {
 						return runtimeError(err)
 					}
+					if cfg.Service == protocol.KeyValue {
+						if b.proxy, err = jsdomain.New(rc, br.Domain); err != nil {
+							return runtimeError(err)
+						}
+					}
 					b.like = cmp.Or(rawBucket, map[bool]string{true: config.DefaultKeyValueBucket, false: config.DefaultObjectStorageBucket}[cfg.Service == protocol.KeyValue])
 				}
 			}

@@ -143,15 +143,19 @@ func TestChaosJSON(t *testing.T) {
 }
 
 // With --raw and a write workload, bench also puts into a scratch bucket shaped like
-// the engine's, directly, and prints the engine's ratio to it; the scratch bucket is
-// gone afterwards.
+// the engine's, directly and (keyvalue) through a bare responder, and prints the
+// engine's ratio to each and the responder's to the direct put; the scratch buckets
+// are gone afterwards.
 func TestBenchRawWritesAgainstTheStore(t *testing.T) {
 	srv := natstest.Start(t)
 	servingEngine(t, srv.URL(), func(c *config.Config) { c.Services.KeyValue.Adapter = config.KeyValueJetStream })
 	r := runCLI(t, nil, "bench", "--nats", srv.URL(), "--workload", "set", "--count", "100", "--concurrency", "4", "--raw", "--rounds", "2")
 	wantCode(t, r, exitOK)
-	wantContains(t, "stdout", r.stdout, "engine/direct KV put: throughput", "engine/direct KV put over 2 rounds, median (range): throughput ")
-	wantContains(t, "stderr", r.stderr, "direct JetStream KV put into a scratch bucket shaped like ABI_KV:")
+	wantContains(t, "stdout", r.stdout, "engine/direct KV put: throughput", "engine/direct KV put over 2 rounds, median (range): throughput ",
+		"engine/KV put proxy: throughput", "KV put proxy/direct KV put: throughput",
+		"engine/KV put proxy over 2 rounds, median (range): throughput ", "KV put proxy/direct KV put over 2 rounds, median (range): throughput ")
+	wantContains(t, "stderr", r.stderr, "direct JetStream KV put into a scratch bucket shaped like ABI_KV:",
+		"JetStream KV put through a bare responder (a micro endpoint that puts and replies) into a scratch bucket shaped like ABI_KV:")
 	if strings.Contains(r.stdout, "ABI_BENCH_") || strings.Contains(r.stderr, "delete the scratch bucket") {
 		t.Fatalf("the scratch bucket was not deleted:\n%s\n%s", r.stdout, r.stderr)
 	}

@@ -15,8 +15,9 @@ import (
 )
 
 // benchRounds runs bench's rounds: the engine alone, or with --raw the bare echo, the
-// header echo, for a write workload the direct store write (bench.RawStore), and the
-// engine, in the order bench.RoundOrder gives each round.
+// header echo, for a write workload the direct store write (bench.RawStore), for
+// keyvalue set the same write through a bare responder (bench.RawProxy), and the
+// engine, in the order bench.Interleave gives each round.
 type benchRounds struct {
 	c        *cli
 	cfg      bench.Config
@@ -24,6 +25,7 @@ type benchRounds struct {
 	tr       *client.Transport
 	echoConn *nats.Conn          // nil without --raw
 	store    jetstream.JetStream // the direct store writes of --raw; nil: none (a read workload)
+	proxy    jetstream.JetStream // the write proxy's, on echoConn; nil: none (not keyvalue set)
 	like     string              // the engine's bucket the scratch bucket is shaped like
 	rounds   int
 	// out takes the tables and ratios: standard output, or standard error when the
@@ -38,16 +40,16 @@ type benchRounds struct {
 // several rounds, the medians and ranges. It returns the last engine report.
 func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 	var last *bench.Report
-	var vsEcho, vsHeader, vsStore []bench.Comparison
+	var vsEcho, vsHeader, vsStore, vsProxy, proxyVsStore []bench.Comparison
 	for i := range b.rounds {
 		if b.rounds > 1 {
 			fmt.Fprintf(b.c.stderr, "round %d of %d:\n", i+1, b.rounds)
 		}
 		order := []bench.Phase{bench.PhaseEngine}
 		if b.echoConn != nil {
-			order = bench.RoundOrder(i, b.store != nil)
+			order = bench.Interleave(i, b.phases()...)
 		}
-		var echo, header, store, eng *bench.Report
+		var echo, header, store, proxy, eng *bench.Report
 		for _, phase := range order {
 			rep, err := b.phase(ctx, phase)
 			if err != nil {
@@ -60,6 +62,8 @@ func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 				header = rep
 			case bench.PhaseStore:
 				store = rep
+			case bench.PhaseProxy:
+				proxy = rep
 			default:
 				eng = rep
 			}
@@ -76,6 +80,14 @@ func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 			vsStore = append(vsStore, bench.Compare(store, eng))
 			fmt.Fprintln(b.c.stdout, vsStore[i])
 		}
+		if proxy != nil {
+			vsProxy = append(vsProxy, bench.Compare(proxy, eng))
+			floor := bench.Compare(store, proxy)
+			floor.Of = bench.ProxyName
+			proxyVsStore = append(proxyVsStore, floor)
+			fmt.Fprintln(b.c.stdout, vsProxy[i])
+			fmt.Fprintln(b.c.stdout, floor)
+		}
 	}
 	if b.rounds > 1 && len(vsEcho) > 0 {
 		fmt.Fprintln(b.out, bench.SummarizeRounds(vsEcho))
@@ -84,7 +96,23 @@ func (b *benchRounds) run(ctx context.Context) (*bench.Report, error) {
 	if b.rounds > 1 && len(vsStore) > 0 {
 		fmt.Fprintln(b.c.stdout, bench.SummarizeRounds(vsStore))
 	}
+	if b.rounds > 1 && len(vsProxy) > 0 {
+		fmt.Fprintln(b.c.stdout, bench.SummarizeRounds(vsProxy))
+		fmt.Fprintln(b.c.stdout, bench.SummarizeRounds(proxyVsStore))
+	}
 	return last, nil
+}
+
+// phases are the phases of a round with --raw, in even rounds' order.
+func (b *benchRounds) phases() []bench.Phase {
+	p := []bench.Phase{bench.PhaseEcho, bench.PhaseHeaderEcho}
+	if b.store != nil {
+		p = append(p, bench.PhaseStore)
+	}
+	if b.proxy != nil {
+		p = append(p, bench.PhaseProxy)
+	}
+	return append(p, bench.PhaseEngine)
 }
 
 // phase runs one phase and prints it: its table, or over several rounds one line.
@@ -109,6 +137,16 @@ func (b *benchRounds) phase(ctx context.Context, phase bench.Phase) (*bench.Repo
 		title = fmt.Sprintf("direct JetStream %s into a scratch bucket shaped like %s", map[bool]string{true: "KV put", false: "object put"}[b.cfg.Service == protocol.KeyValue], b.like)
 		fmt.Fprintln(b.c.stderr, title+":")
 		rep, err = bench.RawStore(ctx, b.store, b.cfg, b.like, opts...)
+		if err != nil && rep == nil {
+			return nil, runtimeError(err)
+		}
+		if err != nil && b.deferred == nil {
+			b.deferred = err
+		}
+	case bench.PhaseProxy:
+		title = "JetStream KV put through a bare responder (a micro endpoint that puts and replies) into a scratch bucket shaped like " + b.like
+		fmt.Fprintln(b.c.stderr, title+":")
+		rep, err = bench.RawProxy(ctx, b.nc, b.echoConn, b.proxy, b.cfg, b.like, opts...)
 		if err != nil && rep == nil {
 			return nil, runtimeError(err)
 		}
