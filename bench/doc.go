@@ -47,8 +47,13 @@
 // the engine's services are, that stamps the instance header when asked
 // (WithInstanceHeader), as the protocol requires of any responder. That gives
 // docs/performance.md a baseline from the same run, and Compare turns the two reports
-// into a ratio line. Over several rounds of such runs (RoundOrder alternates their
-// order), SummarizeRounds gives each ratio's median and range.
+// into a ratio line. For writes, RawStore measures the store's own put into a scratch
+// bucket shaped like the engine's, and RawProxy the same put through a bare responder
+// (a micro endpoint that puts and replies): the engine against the proxy is what the
+// engine adds to serving a write, the proxy against the store what serving one through
+// NATS request/reply costs on that cluster. Over several rounds of such runs
+// (Interleave alternates their order), SummarizeRounds gives each ratio's median and
+// range.
 //
 // Usage:
 //
