@@ -329,12 +329,15 @@ func (s *servingSet) answerReceived(ctx context.Context) {
 // the teardown bound the ownership's stop needs after it.
 const jobsCloseBound = 2 * time.Second
 
-// closeMembers stops the set's actors and closes their hosts, each bounded by ctx:
-// a primary's actor is poisoned and the primary closed (its calls and role steps
-// waited for); a transfer host closes itself and its actor; the jobs host's actor is
-// poisoned and its runs waited for (jobsCloseBound). It reports whether every job run
-// has returned: while one runs, the lease must not be released.
+// closeMembers ends the set's members, stopped already, in one order, each part
+// bounded by ctx: first the primaries answer the calls they had received
+// (answerReceived), before anything closes; then the actors are stopped and their
+// hosts closed: a primary's actor is poisoned and the primary closed (its calls and
+// role steps waited for); a transfer host closes itself and its actor; the jobs host's
+// actor is poisoned and its runs waited for (jobsCloseBound). It reports whether every
+// job run has returned: while one runs, the lease must not be released.
 func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) (jobsEnded bool) {
+	s.answerReceived(ctx)
 	s.closeDiscovery(ctx, sys)
 	for i, p := range s.primaries {
 		<-sys.PoisonCtx(ctx, s.primaryPIDs[i]).Done()
