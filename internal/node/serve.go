@@ -133,7 +133,15 @@ func (e *Engine) buildMembers(set *servingSet, st stores) error {
 	if err := e.buildDiscovery(set, st.registry, tokens); err != nil {
 		return err
 	}
-	// The hosts check the token of every exchange as the primaries check every call's,
+	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
+	// has one, and for CallEpoch; its transfers read the same epoch.
+	epochs := make([]*servedEpoch, len(e.opts.Services))
+	for i, svc := range e.opts.Services {
+		epochs[i] = &servedEpoch{fence: svc.Fence}
+	}
+	// The session hosts are made before the primaries, which hand the overflow host
+	// what outgrows a call; like every member they serve nothing until the root tells
+	// them. They check the token of every exchange as the primaries check every call's,
 	// and bind each session to its caller.
 	auth := sessions.Auth{OnNoTokens: noTokens}
 	if tokens != nil {
@@ -150,20 +158,41 @@ func (e *Engine) buildMembers(set *servingSet, st stores) error {
 	if err != nil {
 		return fmt.Errorf("engine: object storage transfers: %w", err)
 	}
+	hosts := []*sessions.TransferHost{transfers, overflow.TransferHost}
+	names := []string{"transfer:" + protocol.ObjectStorage, "overflow"}
+	for i, svc := range e.opts.Services {
+		if svc.Transfers == nil {
+			continue
+		}
+		// A transfer host of the service's own, on its own prefix, checking the lease
+		// before every operation like the kernel's.
+		h, err := sessions.NewTransferHost(nc, sessions.TransferConfig{
+			Prefix:     protocol.TransferPrefix(svc.Name),
+			Owner:      e.InstanceID(),
+			Handlers:   svc.Transfers(epochs[i].epoch.Load),
+			LeaseValid: own.Gate().Valid,
+			Logger:     e.log,
+			Tokens:     auth.Tokens,
+			OnNoTokens: auth.OnNoTokens,
+		})
+		if err != nil {
+			return fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
+		}
+		hosts = append(hosts, h)
+		names = append(names, "transfer:"+svc.Name)
+	}
 	kvService, objService := keyvalue.Service(st.kv), objectstorage.Service(st.objects)
 	// Memory backends never wait for I/O: their calls run on micro's callback.
 	kvService.Inline = e.cfg.Services.KeyValue.Adapter == config.KeyValueMemory
 	objService.Inline = e.cfg.Services.ObjectStorage.Adapter == config.ObjectStorageMemory
 	services := []primaries.Service{kvService, objService}
 	fences := []primaries.EpochFence{st.kvFence, st.objFence}
-	// An embedder's service adopts the epoch like a kernel one: in its own Fence, if it
-	// has one, and for CallEpoch.
-	epochs := make([]*servedEpoch, len(e.opts.Services))
 	for i, svc := range e.opts.Services {
-		epochs[i] = &servedEpoch{fence: svc.Fence}
 		services = append(services, svc.Primary(epochs[i].epoch.Load))
 		fences = append(fences, epochs[i])
 	}
+	// The members are spawned in the order the root tells them: the primaries, then
+	// the hosts.
 	for i, svc := range services {
 		p, err := primaries.New(svc, primaries.Config{
 			Conn:          nc,
@@ -188,29 +217,6 @@ func (e *Engine) buildMembers(set *servingSet, st stores) error {
 		set.primaryPIDs = append(set.primaryPIDs, pid)
 		set.members = append(set.members, pid)
 		set.named["primary:"+svc.Name] = pid
-	}
-	hosts := []*sessions.TransferHost{transfers, overflow.TransferHost}
-	names := []string{"transfer:" + protocol.ObjectStorage, "overflow"}
-	for i, svc := range e.opts.Services {
-		if svc.Transfers == nil {
-			continue
-		}
-		// A transfer host of the service's own, on its own prefix, checking the lease
-		// before every operation like the kernel's.
-		h, err := sessions.NewTransferHost(nc, sessions.TransferConfig{
-			Prefix:     protocol.TransferPrefix(svc.Name),
-			Owner:      e.InstanceID(),
-			Handlers:   svc.Transfers(epochs[i].epoch.Load),
-			LeaseValid: own.Gate().Valid,
-			Logger:     e.log,
-			Tokens:     auth.Tokens,
-			OnNoTokens: auth.OnNoTokens,
-		})
-		if err != nil {
-			return fmt.Errorf("engine: service %s: transfers: %w", svc.Name, err)
-		}
-		hosts = append(hosts, h)
-		names = append(names, "transfer:"+svc.Name)
 	}
 	for i, h := range hosts {
 		set.transfers = append(set.transfers, h)
@@ -329,12 +335,15 @@ func (s *servingSet) answerReceived(ctx context.Context) {
 // the teardown bound the ownership's stop needs after it.
 const jobsCloseBound = 2 * time.Second
 
-// closeMembers stops the set's actors and closes their hosts, each bounded by ctx:
-// a primary's actor is poisoned and the primary closed (its calls and role steps
-// waited for); a transfer host closes itself and its actor; the jobs host's actor is
-// poisoned and its runs waited for (jobsCloseBound). It reports whether every job run
-// has returned: while one runs, the lease must not be released.
+// closeMembers ends the set's members, stopped already, in one order, each part
+// bounded by ctx: first the primaries answer the calls they had received
+// (answerReceived), before anything closes; then the actors are stopped and their
+// hosts closed: a primary's actor is poisoned and the primary closed (its calls and
+// role steps waited for); a transfer host closes itself and its actor; the jobs host's
+// actor is poisoned and its runs waited for (jobsCloseBound). It reports whether every
+// job run has returned: while one runs, the lease must not be released.
 func (s *servingSet) closeMembers(ctx context.Context, sys *actor.Engine) (jobsEnded bool) {
+	s.answerReceived(ctx)
 	s.closeDiscovery(ctx, sys)
 	for i, p := range s.primaries {
 		<-sys.PoisonCtx(ctx, s.primaryPIDs[i]).Done()

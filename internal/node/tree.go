@@ -91,15 +91,14 @@ func (e *Engine) stopActors() {
 }
 
 // stopMembers is the members' stop: told Stop unless the root's cascade told them
-// already, they answer what they had received, and their actors are poisoned and
-// their hosts closed. A job's run that has not returned is left in c for the
-// ownership's stop.
+// already, then closed (closeMembers: they answer what they had received, and their
+// actors are poisoned and their hosts closed). A job's run that has not returned is
+// left in c for the ownership's stop.
 func (e *Engine) stopMembers(ctx context.Context, set *servingSet, c *closing) {
 	if !cascadeStopped(c.root) {
 		set.stop()
 	}
 	e.counts.memberStops.Add(1)
-	set.answerReceived(ctx) // before anything closes: see answerReceived
 	e.mu.Lock()
 	sys := e.actorSys
 	e.mu.Unlock()
