@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/abi-engine/engine/discovery"
@@ -26,7 +27,8 @@ func statusJSON(t *testing.T, s any) map[string]any {
 
 // TestStatusCountsDiscoveryInstances: with nats.discovery on, /status has
 // discovery: {project, instances}, the live instances the serving engine last read or
-// wrote (3 registered, then 2 after an unregister); without it, no discovery key.
+// wrote (3 registered, then 2 after an unregister), and the request metrics count the
+// member's calls; without it, no discovery key.
 func TestStatusCountsDiscoveryInstances(t *testing.T) {
 	srv := natstest.Start(t)
 	e := newEngine(t, discoveryCfg(t, srv.URL(), ""))
@@ -59,6 +61,17 @@ func TestStatusCountsDiscoveryInstances(t *testing.T) {
 	}
 	if d := disc(); d["instances"] != float64(2) {
 		t.Fatalf("after an unregister: %v, want 2 instances", d)
+	}
+	// The member's calls are counted with the services' (abi_engine_requests_total).
+	metrics := scrape(t, e)
+	for _, want := range []string{
+		fmt.Sprintf(`abi_engine_requests_total{code="OK",operation=%q,service="discovery"} 3`, discovery.OpRegister),
+		fmt.Sprintf(`abi_engine_requests_total{code="OK",operation=%q,service="discovery"} 1`, discovery.OpUnregister),
+		fmt.Sprintf(`abi_engine_request_duration_seconds_count{operation=%q,service="discovery"} 3`, discovery.OpRegister),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
 	off := newEngine(t, cfg(t, srv.URL(), "client", "", "jetstream"))

@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"go.uber.org/zap"
 
 	"github.com/abi-engine/engine/discovery"
 	"github.com/abi-engine/engine/primaries"
+	"github.com/abi-engine/engine/protocol"
 )
 
 // This file wires the module registry (package discovery, docs/discovery.md) into a
@@ -37,6 +39,7 @@ func (e *Engine) buildDiscovery(set *servingSet, store *discovery.JetStreamStore
 	m, err := discovery.NewMember(discovery.MemberConfig{
 		Conn: set.conn, Project: d.Project, Service: svc, Tokens: verify,
 		MaxConcurrent: e.cfg.NATS.MaxConcurrentRequests, Logger: e.log,
+		OnCall: discoveryCalls(e.metrics.Call),
 	})
 	if err != nil {
 		return fmt.Errorf("engine: nats.discovery: %w", err)
@@ -59,5 +62,29 @@ func (s *servingSet) closeDiscovery(ctx context.Context, sys *actor.Engine) {
 	<-sys.PoisonCtx(ctx, s.discoPID).Done()
 	if err := s.discovery.Close(ctx); err != nil {
 		s.log.Warn("closing discovery", zap.Error(err))
+	}
+}
+
+// discoveryService labels the discovery member's calls in the request metrics.
+const discoveryService = "discovery"
+
+// discoveryCalls counts the member's calls in abi_engine_requests_total and
+// abi_engine_request_duration_seconds beside the services', with one observer per
+// operation made up front (the hot path then looks nothing up). The member answers
+// "OK" for success, which the metrics count as the services' success.
+func discoveryCalls(observe func(service, operation string) primaries.CallObserver) func(op, code string, d time.Duration) {
+	obs := make(map[string]primaries.CallObserver, len(discovery.Operations))
+	for _, op := range discovery.Operations {
+		obs[op] = observe(discoveryService, op)
+	}
+	return func(op, code string, d time.Duration) {
+		o, ok := obs[op]
+		if !ok {
+			return
+		}
+		if code == "OK" {
+			code = ""
+		}
+		o(protocol.Code(code), d)
 	}
 }
