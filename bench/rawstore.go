@@ -35,8 +35,8 @@ func StoreWrites(cfg Config) bool {
 // Put (keyvalue) or an object store Put (object_storage) of cfg's PayloadBytes on the
 // same Concurrency, Duration or Count, Keys, Timeout and Seed as Run, through j, into a
 // scratch bucket shaped like the engine's bucket like (its replicas, storage, history,
-// value size and placement), created before the run and deleted after it. Beside Run
-// with the "set" or "put" workload it says what the engine's writes cost over the
+// value size and placement, and led by the server that leads it), created before the
+// run and deleted after it. Beside Run with the "set" or "put" workload it says what the engine's writes cost over the
 // store's own, on the cluster at hand. The options are Run's; the report names Service
 // RawStoreService and Workload RawKVWorkload or RawObjectWorkload. A scratch bucket
 // that could not be deleted is named in the error returned with the report.
@@ -104,7 +104,8 @@ func RawStore(ctx context.Context, j js.JetStream, cfg Config, like string, opts
 	return rep, nil
 }
 
-// scratchKV creates the KV bucket scratch shaped like the bucket like.
+// scratchKV creates the KV bucket scratch shaped like the bucket like, led by the
+// server that leads like (leadLike).
 func scratchKV(ctx context.Context, j js.JetStream, like, scratch string) (js.KeyValue, error) {
 	st, err := j.Stream(ctx, "KV_"+like)
 	if err != nil {
@@ -119,10 +120,15 @@ func scratchKV(ctx context.Context, j js.JetStream, like, scratch string) (js.Ke
 	if err != nil {
 		return nil, fmt.Errorf("bench: create the scratch keyvalue bucket %s: %w", scratch, err)
 	}
+	if err := leadLike(ctx, j, "KV_"+like, "KV_"+scratch); err != nil {
+		_ = j.DeleteKeyValue(context.WithoutCancel(ctx), scratch)
+		return nil, err
+	}
 	return kv, nil
 }
 
-// scratchObjects creates the object store scratch shaped like the object store like.
+// scratchObjects creates the object store scratch shaped like the object store like,
+// led by the server that leads like (leadLike).
 func scratchObjects(ctx context.Context, j js.JetStream, like, scratch string) (js.ObjectStore, error) {
 	st, err := j.Stream(ctx, "OBJ_"+like)
 	if err != nil {
@@ -134,6 +140,10 @@ func scratchObjects(ctx context.Context, j js.JetStream, like, scratch string) (
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: create the scratch object store %s: %w", scratch, err)
+	}
+	if err := leadLike(ctx, j, "OBJ_"+like, "OBJ_"+scratch); err != nil {
+		_ = j.DeleteObjectStore(context.WithoutCancel(ctx), scratch)
+		return nil, err
 	}
 	return obs, nil
 }
