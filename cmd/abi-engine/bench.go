@@ -40,8 +40,11 @@ write workload (keyvalue set, object_storage put) it also measures the store alo
 JetStream KV put (object put) of the same payload, keys and concurrency, from this
 process, into a scratch bucket shaped like the engine's (--raw-bucket: its replicas,
 storage, history, value size, placement, and its leader on a cluster), deleted after
-the run; the ratio to it is what the engine's writes cost over the store's own on this cluster. With --rounds N
-the runs are repeated N times, interleaved (each round reverses the order of the one
+the run; the ratio to it is what the engine's writes cost over the store's own on this
+cluster. For keyvalue set it also measures the same put through a bare responder (a
+micro endpoint that puts and replies, 64 writes in flight): engine/proxy is what the
+engine adds to serving a write, proxy/direct what any responder pays on this cluster.
+With --rounds N the runs are repeated N times, interleaved (each round reverses the order of the one
 before), and the medians and ranges of the ratios are printed last: on a shared
 machine one pair of runs can differ by more than what it is meant to show.
 
