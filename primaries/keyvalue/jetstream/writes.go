@@ -35,14 +35,13 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if err := keyvalue.CheckSet(key, ttl); err != nil {
 		return err
 	}
-	var opts []js.PublishOpt
-	if ttl > 0 {
-		opts = append(opts, js.WithMsgTTL(ttlSeconds(ttl)))
-	}
 	conflict, err := s.write(ctx, "set", key, func(tok jsepoch.Token) error {
 		m := &nats.Msg{Subject: s.prefix + encode(key), Data: value, Header: nats.Header{}}
+		if ttl > 0 {
+			m.Header.Set(js.MsgTTLHeader, ttlSeconds(ttl).String())
+		}
 		s.carry(m, tok)
-		_, err := s.js.PublishMsg(ctx, m, opts...)
+		_, err := jsdomain.Publish(ctx, s.js, m)
 		return err
 	})
 	if conflict { // the epoch check is the message's only expectation; it cannot be this

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/abi-engine/engine/internal/failpoint"
+	"github.com/abi-engine/engine/internal/jsdomain"
 	"github.com/abi-engine/engine/internal/jserr"
 	"github.com/abi-engine/engine/primaries/internal/jsepoch"
 	"github.com/abi-engine/engine/primaries/objectstorage"
@@ -88,7 +89,7 @@ func (s *Store) commit(ctx context.Context, op, prefix, key string, info *js.Obj
 		if !failpoint.On(s.fp, failpoint.SkipEpoch) {
 			s.fence.Carry(m, tok) // the one place this backend attaches its token
 		}
-		_, err := s.js.PublishMsg(ctx, m)
+		_, err := jsdomain.Publish(ctx, s.js, m)
 		return err
 	}, func(err error) error { return s.writeError(op, prefix, key, err) })
 	if conflict { // the epoch check is the metadata's only expectation
