@@ -16,6 +16,8 @@
 // none. So the handle New returns puts $JS.<domain>.API. in front of a $KV. subject on
 // every publish (the servers map it back to $KV. in the domain), and Batch does the
 // same for an atomic batch, which jetstreamext sends on the connection itself.
+// Publish is the publish of the engine's fenced writes: PublishMsg's answers, with
+// the acknowledgement read without encoding/json.
 // Object store subjects ($O.) have no such mapping and no such refusal: they reach the
 // domain's stream by interest, as they are.
 package jsdomain
