@@ -32,6 +32,9 @@ func Service(store Store) primaries.Service {
 			protocol.OpGetObjectMetadata:    primaries.ReadOnly(primaries.Handle(h.metadata)),
 		},
 		Protobuf: h.protobufOps(),
+		// A get_object's reply may be parked: it reserves the object and its reply
+		// before the backend reads it (ReserveRead).
+		Reserves: []string{protocol.OpGetObject},
 	}
 }
 

@@ -183,10 +183,13 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 	for range maxReadAttempts {
 		var content []byte
 		var overwritten bool
-		content, overwritten, err = s.read(ctx, name(prefix, key))
+		content, overwritten, err = s.read(ctx, prefix, key)
+		var pe *protocol.Error
 		switch {
 		case err == nil:
 			return content, nil
+		case errors.As(err, &pe):
+			return nil, pe // the reservation refused it: it read nothing
 		case !overwritten:
 			return nil, s.readError("get", prefix, key, err)
 		}
@@ -199,14 +202,19 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 // metadata can wait for chunks that are gone, and nats.go cannot interrupt that wait
 // before its context's deadline. So each read gets a deadline of its own, generous for
 // the object's size; when it fails and the object has changed meanwhile, overwritten
-// says so and the caller reads again.
-func (s *Store) read(ctx context.Context, name string) (content []byte, overwritten bool, err error) {
+// says so and the caller reads again. A get_object's reservation is made once the size
+// is known and before anything is read (objectstorage.ReserveRead).
+func (s *Store) read(ctx context.Context, prefix, key string) (content []byte, overwritten bool, err error) {
+	name := name(prefix, key)
 	info, err := s.obs.GetInfo(ctx, name)
 	if err != nil {
 		return nil, false, err
 	}
 	if info.Size == 0 {
 		return []byte{}, false, nil
+	}
+	if err := objectstorage.ReserveRead(ctx, prefix, key, int64(info.Size)); err != nil {
+		return nil, false, err
 	}
 	if info.Size > largeRead {
 		select {

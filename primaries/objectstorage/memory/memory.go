@@ -80,10 +80,14 @@ func (s *Store) lookup(prefix, key string) (object, error) {
 	return o, nil
 }
 
-// GetObject returns a copy of the object's content.
-func (s *Store) GetObject(_ context.Context, prefix, key string) ([]byte, error) {
+// GetObject returns a copy of the object's content, reserved before it is made
+// (objectstorage.ReserveRead).
+func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
 	o, err := s.lookup(prefix, key)
 	if err != nil {
+		return nil, err
+	}
+	if err := objectstorage.ReserveRead(ctx, prefix, key, int64(len(o.content))); err != nil {
 		return nil, err
 	}
 	return append([]byte{}, o.content...), nil
