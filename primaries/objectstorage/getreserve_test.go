@@ -37,7 +37,7 @@ type getRig struct {
 
 const (
 	getObjectBytes = 300 << 10
-	getBudget      = 1 << 20
+	getBudget      = 700 << 10
 	getIdle        = time.Minute
 )
 
@@ -154,15 +154,15 @@ func TestGetObjectReservesBeforeItReads(t *testing.T) {
 		t.Fatalf("a parked reply of %d bytes holds %d bytes of the budget; want exactly its size (what its read held beyond it goes back)", reply, got)
 	}
 
-	// The object (300 KiB) and its reply (400 KiB) beside the parked one (400 KiB)
-	// would pass the budget of 1 MiB.
+	// A second reply (400 KiB, the object read into its buffer) beside the parked one
+	// would pass the budget of 700 KiB.
 	before := r.inBytes()
 	_, err = r.get(t)
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.ResourceExhausted || !pe.Retryable {
 		t.Fatalf("a get_object beyond the budget: %v; want RESOURCE_EXHAUSTED, retryable", err)
 	}
-	for _, want := range []string{`"big"`, `"p"`, "307200 bytes", "1048576", "read nothing"} {
+	for _, want := range []string{`"big"`, `"p"`, "307200 bytes", "716800", "read nothing"} {
 		if !strings.Contains(pe.Message, want) {
 			t.Errorf("the refusal %q does not name %s", pe.Message, want)
 		}
@@ -191,11 +191,12 @@ func TestGetObjectReservesBeforeItReads(t *testing.T) {
 	}
 }
 
-// failingStore reserves, as a backend does once it knows the size, then fails the read.
+// failingStore asks for its buffer, as a backend does once it knows the size, then
+// fails the read.
 type failingStore struct{ objectstorage.Store }
 
 func (s failingStore) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
-	if err := objectstorage.ReserveRead(ctx, prefix, key, getObjectBytes); err != nil {
+	if _, err := objectstorage.ReadBuffer(ctx, prefix, key, getObjectBytes); err != nil {
 		return nil, err
 	}
 	return nil, protocol.Refused("the backend failed the read")

@@ -142,9 +142,9 @@ func missing(err error) bool {
 	return errors.Is(err, iofs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
 }
 
-// GetObject reads the object's file, once its size is reserved
-// (objectstorage.ReserveRead). A put replaces the file by a rename, so the file opened
-// keeps the size it had.
+// GetObject reads the object's file into the buffer objectstorage.ReadBuffer gives
+// for its size. A put replaces the file by a rename, so the file opened keeps the size
+// it had.
 func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
 	path, err := s.path(ctx, prefix, key)
 	if err != nil {
@@ -165,10 +165,10 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 	case !fi.Mode().IsRegular():
 		return nil, objectstorage.NotFound(prefix, key)
 	}
-	if err := objectstorage.ReserveRead(ctx, prefix, key, fi.Size()); err != nil {
+	content, err := objectstorage.ReadBuffer(ctx, prefix, key, fi.Size())
+	if err != nil {
 		return nil, err
 	}
-	content := make([]byte, fi.Size())
 	if _, err := io.ReadFull(f, content); err != nil {
 		return nil, s.internal("get", prefix, key, err)
 	}

@@ -202,8 +202,8 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 // metadata can wait for chunks that are gone, and nats.go cannot interrupt that wait
 // before its context's deadline. So each read gets a deadline of its own, generous for
 // the object's size; when it fails and the object has changed meanwhile, overwritten
-// says so and the caller reads again. A get_object's reservation is made once the size
-// is known and before anything is read (objectstorage.ReserveRead).
+// says so and the caller reads again. It reads into the buffer objectstorage.ReadBuffer
+// gives once the size is known, before anything is read.
 func (s *Store) read(ctx context.Context, prefix, key string) (content []byte, overwritten bool, err error) {
 	name := name(prefix, key)
 	info, err := s.obs.GetInfo(ctx, name)
@@ -213,7 +213,8 @@ func (s *Store) read(ctx context.Context, prefix, key string) (content []byte, o
 	if info.Size == 0 {
 		return []byte{}, false, nil
 	}
-	if err := objectstorage.ReserveRead(ctx, prefix, key, int64(info.Size)); err != nil {
+	buf, err := objectstorage.ReadBuffer(ctx, prefix, key, int64(info.Size))
+	if err != nil {
 		return nil, false, err
 	}
 	if info.Size > largeRead {
@@ -225,7 +226,7 @@ func (s *Store) read(ctx context.Context, prefix, key string) (content []byte, o
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, readTimeout(info.Size))
-	content, err = readExact(actx, s.obs, name)
+	content, err = readExact(actx, s.obs, name, buf)
 	cancel()
 	if err == nil || ctx.Err() != nil {
 		return content, false, err
@@ -237,11 +238,12 @@ func (s *Store) read(ctx context.Context, prefix, key string) (content []byte, o
 	return nil, cur.NUID != info.NUID, err
 }
 
-// readExact reads object name into a buffer of the size its metadata gives. nats.go's
-// GetBytes reads into a bytes.Buffer that doubles as it grows, so a read could hold
-// about twice the object while the transfer budget counts it once. The digest is
-// checked at the end, as GetBytes does.
-func readExact(ctx context.Context, obs js.ObjectStore, name string) ([]byte, error) {
+// readExact reads object name into content, a buffer of the size its metadata gave.
+// nats.go's GetBytes reads into a bytes.Buffer that doubles as it grows, so a read
+// could hold about twice the object while the budget counts it once. The digest is
+// checked at the end, as GetBytes does. An object of another size by now was
+// overwritten meanwhile: an error, and the caller reads again.
+func readExact(ctx context.Context, obs js.ObjectStore, name string, content []byte) ([]byte, error) {
 	res, err := obs.Get(ctx, name)
 	if err != nil {
 		return nil, err
@@ -251,7 +253,9 @@ func readExact(ctx context.Context, obs js.ObjectStore, name string) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	content := make([]byte, info.Size)
+	if info.Size != uint64(len(content)) {
+		return nil, fmt.Errorf("object %s is %d bytes now, %d when its read began", name, info.Size, len(content))
+	}
 	if _, err := io.ReadFull(res, content); err != nil {
 		return nil, err
 	}

@@ -80,17 +80,19 @@ func (s *Store) lookup(prefix, key string) (object, error) {
 	return o, nil
 }
 
-// GetObject returns a copy of the object's content, reserved before it is made
-// (objectstorage.ReserveRead).
+// GetObject returns a copy of the object's content, made in the buffer
+// objectstorage.ReadBuffer gives.
 func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
 	o, err := s.lookup(prefix, key)
 	if err != nil {
 		return nil, err
 	}
-	if err := objectstorage.ReserveRead(ctx, prefix, key, int64(len(o.content))); err != nil {
+	content, err := objectstorage.ReadBuffer(ctx, prefix, key, int64(len(o.content)))
+	if err != nil {
 		return nil, err
 	}
-	return append([]byte{}, o.content...), nil
+	copy(content, o.content)
+	return content, nil
 }
 
 // GetObjectMetadata returns the object's size and modification time.
