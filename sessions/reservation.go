@@ -49,10 +49,13 @@ func (r *Reservation) detach() int64 {
 // can never fit is refused PAYLOAD_TOO_LARGE (the reply above the overflow limit, or
 // hold above the client's share or the budget: read it by transfer instead); one that
 // does not fit now RESOURCE_EXHAUSTED, retryable, as the budget refuses a transfer's
-// bytes. The messages name the limit; the caller names what it was about to read.
+// bytes; one while the host parks nothing (not serving) UNAVAILABLE, retryable. The
+// messages name the limit; the caller names what it was about to read.
 func (o *OverflowHost) Reserve(client string, hold, reply int64) (*Reservation, error) {
 	b := o.cfg.Budget
 	switch {
+	case !o.view.Load().serving || o.actorDone.Err() != nil:
+		return nil, protocol.Refused("the overflow host %s, which would park its reply, is not serving; retry", o.owner)
 	case reply > o.cfg.MaxSessionBytes:
 		return nil, protocol.Errorf(protocol.PayloadTooLarge,
 			"its reply of %d bytes would be above the overflow limit of %d (limits.session_memory_mib); read it by transfer", reply, o.cfg.MaxSessionBytes)

@@ -243,3 +243,22 @@ func TestGetObjectParkedReplyIsReleasedWhenTheHostStops(t *testing.T) {
 	r.overflow.Stop()
 	r.waitBudget(t, "the budget back to 0 once the host stopped", 0)
 }
+
+// A get_object whose reply could not be parked because the overflow host does not
+// serve is refused before its read, retryable.
+func TestGetObjectWithoutAServingOverflowHostReadsNothing(t *testing.T) {
+	r := newGetRig(t, nil)
+	r.overflow.Stop()
+	before := r.inBytes()
+	_, err := r.get(t)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.Unavailable || !pe.Retryable || !strings.Contains(pe.Message, "read nothing") {
+		t.Fatalf("get_object with the overflow host stopped: %v; want UNAVAILABLE, retryable, having read nothing", err)
+	}
+	if read := r.inBytes() - before; read >= getObjectBytes {
+		t.Errorf("the refused get_object had the backend receive %d bytes: it read the object", read)
+	}
+	if got := r.budget.Used(); got != 0 {
+		t.Fatalf("after the refusal the budget holds %d bytes", got)
+	}
+}
