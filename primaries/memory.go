@@ -9,10 +9,10 @@ import (
 
 // CallMemory is one call's hold on the engine's memory budget, for the operations a
 // Service names in Reserves: such an operation learns the size of what it is about to
-// read (an object's, from its metadata) and calls Reserve before it reads it, so that
-// a reply too large for one message, which the overflow host parks, is counted from
-// before its read to the end of its parked session, and calls beyond the budget are
-// refused having read nothing. The Primary gives back what a call reserved once its
+// read (get_object: from its backend, objectstorage.ReadBuffer) and calls Reserve
+// before it reads it, so that a reply too large for one message, which the overflow
+// host parks, is counted from before its read to the end of its parked session, and
+// calls beyond the budget are refused having read nothing. The Primary gives back what a call reserved once its
 // reply is sent or failed, or hands it to the parked reply, which gives it back when
 // its caller has read it or it expires.
 type CallMemory struct {
@@ -34,8 +34,9 @@ func MemoryOf(ctx context.Context) *CallMemory {
 	return m
 }
 
-// Reserve reserves hold bytes, what the call will hold at once (what it reads and its
-// encoded reply), when its reply of reply bytes will not fit one message. A reply that
+// Reserve reserves hold bytes, all the call will hold at once (get_object: its reply's
+// buffer, which the object is read into), when its reply of reply bytes will not fit
+// one message. A reply that
 // fits is not reserved: it is bounded by the calls in flight like every call's. It
 // refuses, having reserved nothing, with PAYLOAD_TOO_LARGE when the reply could never
 // be parked (the request did not ask for it, the engine parks no replies, or it is
