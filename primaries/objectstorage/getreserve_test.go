@@ -135,13 +135,14 @@ func (r *getRig) waitBudget(t *testing.T, what string, want int64) {
 	testwait.For(t, callTimeout, what, func() bool { return r.budget.Used() == want })
 }
 
-// A get_object whose reply will be parked reserves the object and its encoded reply
-// before the backend reads a byte: one that does not fit the budget's free part is
+// A get_object whose reply will be parked reserves its reply's buffer, which the object
+// is read into, before the backend reads a byte: one that does not fit the budget's
+// free part is
 // refused RESOURCE_EXHAUSTED, retryable, naming the object, its size and the budget,
 // having read nothing; and what a parked reply holds goes back to the budget once its
 // caller has read it, or once it expired unread. Before, the object was read and its
-// reply parked whatever the budget held (issue: 16 × 3 get_object calls of a 40 MiB
-// object peaked at 454 MiB against a bound of 448).
+// reply parked whatever the budget held (16 × 3 get_object calls of a 40 MiB object
+// peaked at 454 MiB against a bound of 448).
 func TestGetObjectReservesBeforeItReads(t *testing.T) {
 	r := newGetRig(t, nil)
 	reply := int64(len(protocol.GetObjectReply{Content: objectContent()}.AppendJSON(nil)))
