@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/abi-engine/engine/internal/failpoint"
 	"github.com/abi-engine/engine/protocol"
+	"github.com/abi-engine/engine/sessions"
 )
 
 // run is one period of serving: from Serve to Stop. Its context is the context of its
@@ -89,9 +91,10 @@ func (p *Primary) handler(r *run, name string, op Operation) micro.Handler {
 	if o, ok := p.svc.Protobuf[name]; ok {
 		pb = &o
 	}
+	reserves := slices.Contains(p.svc.Reserves, name)
 	return micro.HandlerFunc(func(req micro.Request) {
 		r.calls.add()
-		j := job{name: name, op: op, req: req, observe: observe, inline: inline}
+		j := job{name: name, op: op, req: req, observe: observe, inline: inline, reserves: reserves}
 		if pb != nil && (!protocol.IsJSON(req.Data()) || uploaded(req)) {
 			j.op, j.pb = pb.Run, pb
 			if j.inline != nil && uploaded(req) {
@@ -130,6 +133,7 @@ type job struct {
 	observe  CallObserver    // the operation's, nil without Config.OnCall
 	received time.Time       // set only with observe
 	span     CallSpan        // set only for Config.Tracer
+	reserves bool            // its operation reserves memory (Service.Reserves)
 }
 
 // scratch is the reply scratch of an inline call, nil for a pooled one.
@@ -223,11 +227,17 @@ func (p *Primary) serve(r *run, j job) {
 		}
 	}
 	ctx = failpoint.Stall(p.cfg.Failpoints, ctx, data) // stall-before-write
+	var mem *CallMemory
+	if j.reserves {
+		ctx, mem = p.withMemory(ctx, j)
+	}
 	p.running.Add(1)
 	out, err := p.call(ctx, j.name, j.op, data)
 	p.running.Add(-1)
 	release() // the request's bytes, when they came from an upload, leave the budget
+	held := mem.reservation()
 	if err != nil {
+		held.Release()
 		p.fail(r, j, true, wireError(r.ctx, err))
 		return
 	}
@@ -237,10 +247,13 @@ func (p *Primary) serve(r *run, j job) {
 		limit := p.cfg.Conn.MaxPayload()
 		p.maxPayload.Store(limit)
 		if size > limit {
-			p.overflow(r, j, out, size)
+			p.overflow(r, j, out, size, held)
 			return
 		}
 	}
+	// A reply that fits one message was reserved nothing, unless the broker's limit
+	// grew since its read: what it held is the reply's now, bounded like any call's.
+	held.Release()
 	p.observe(j, "")
 	if j.inline != nil {
 		// Published before serve returns, so the message can live on this stack, and
@@ -267,8 +280,10 @@ func (p *Primary) observe(j job, code protocol.Code) {
 }
 
 // overflow answers a call whose reply does not fit one message: parked on the overflow
-// host, or PAYLOAD_TOO_LARGE. The operation has run either way.
-func (p *Primary) overflow(r *run, j job, out []byte, size int64) {
+// host, which takes over what the call reserved (held), or PAYLOAD_TOO_LARGE. The
+// operation has run either way. Whatever held still holds afterwards goes back.
+func (p *Primary) overflow(r *run, j job, out []byte, size int64, held *sessions.Reservation) {
+	defer held.Release()
 	if p.cfg.Overflow == nil {
 		p.fail(r, j, true, protocol.Errorf(protocol.PayloadTooLarge,
 			"the reply of %d bytes is above the broker's max payload of %d and this engine parks no replies; "+
@@ -280,9 +295,9 @@ func (p *Primary) overflow(r *run, j job, out []byte, size int64) {
 	// not be told; its timeout will.
 	req := &nats.Msg{Reply: j.req.Reply(), Header: nats.Header(j.req.Headers())}
 	if j.pb != nil {
-		_ = p.cfg.Overflow.ReplyProtobuf(r.ctx, req, j.scratch().keep(out), j.pb.Fail)
+		_ = p.cfg.Overflow.ReplyProtobufHeld(r.ctx, req, j.scratch().keep(out), j.pb.Fail, held)
 	} else {
-		_ = p.cfg.Overflow.Reply(r.ctx, req, j.scratch().keep(out), nil)
+		_ = p.cfg.Overflow.ReplyHeld(r.ctx, req, j.scratch().keep(out), nil, held)
 	}
 	p.observe(j, "")
 	p.release(r, true)

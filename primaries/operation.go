@@ -39,6 +39,10 @@ type Service struct {
 	// runs its ProtoOperation and is answered in protobuf. Operations without one
 	// speak JSON only.
 	Protobuf map[string]ProtoOperation
+	// Reserves names the operations whose calls reserve the memory they will hold
+	// before they read it (MemoryOf, CallMemory.Reserve): those whose reply may be too
+	// large for one message.
+	Reserves []string
 }
 
 // ctxType is the type a request body embeds for its "context" member.
@@ -156,6 +160,15 @@ func Handle[Req, Rep any](run func(ctx context.Context, req *Req) (Rep, error)) 
 type inlineCtx struct {
 	context.Context
 	scratch *replyScratch
+	mem     *CallMemory // the call's, for an operation that reserves (Service.Reserves)
+}
+
+// Value answers MemoryOf for the inline call that carries a CallMemory.
+func (c inlineCtx) Value(key any) any {
+	if _, ok := key.(memoryKey); ok && c.mem != nil {
+		return c.mem
+	}
+	return c.Context.Value(key)
 }
 
 // boundedInline is context.WithTimeout for an inline call: the call never waits, so

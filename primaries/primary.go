@@ -84,12 +84,18 @@ type EpochFence interface {
 
 // Overflow parks a reply too large for one message for its caller to fetch, or answers
 // what the caller should know instead; sessions.OverflowHost implements it. msg is the
-// request (its reply subject and headers).
+// request (its reply subject and headers); held is what the call reserved ahead
+// (Reserve, nil for nothing), which a parked reply takes over: the caller releases it
+// once the reply has returned.
 type Overflow interface {
-	Reply(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header) error
-	// ReplyProtobuf is Reply for a protobuf call: data is its response message, and
-	// fail makes the response message carrying an error the caller gets instead.
-	ReplyProtobuf(ctx context.Context, msg *nats.Msg, data []byte, fail func(*protocol.Error) []byte) error
+	ReplyHeld(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header, held *sessions.Reservation) error
+	// ReplyProtobufHeld is ReplyHeld for a protobuf call: data is its response
+	// message, and fail makes the response message carrying an error the caller gets
+	// instead.
+	ReplyProtobufHeld(ctx context.Context, msg *nats.Msg, data []byte, fail func(*protocol.Error) []byte, held *sessions.Reservation) error
+	// Reserve takes hold bytes of the engine's memory budget for a call of client
+	// whose reply of reply bytes will be parked (CallMemory.Reserve).
+	Reserve(client string, hold, reply int64) (*sessions.Reservation, error)
 }
 
 var (

@@ -39,6 +39,23 @@ type contextHolder interface {
 // context.timeout_ms bounds ctx. failed makes the response message carrying err, the
 // one field set.
 func HandleProto[Req contextHolder, Rep proto.Message](newReq func() Req, run func(ctx context.Context, req Req) (Rep, error), failed func(err *commonv1.CallError) Rep) ProtoOperation {
+	return HandleProtoEncoded(newReq, func(ctx context.Context, req Req) ([]byte, error) {
+		rep, err := run(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out, err := proto.Marshal(rep)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.Internal, "encode the reply: %v", err)
+		}
+		return out, nil
+	}, failed)
+}
+
+// HandleProtoEncoded is HandleProto for a function that returns its response message
+// encoded: one that encodes it where its data already is, instead of having it copied
+// by proto.Marshal (get_object's reply, read into its own buffer).
+func HandleProtoEncoded[Req contextHolder, Rep proto.Message](newReq func() Req, run func(ctx context.Context, req Req) ([]byte, error), failed func(err *commonv1.CallError) Rep) ProtoOperation {
 	return ProtoOperation{
 		Run: func(ctx context.Context, data []byte) ([]byte, error) {
 			req := newReq()
@@ -54,15 +71,7 @@ func HandleProto[Req contextHolder, Rep proto.Message](newReq func() Req, run fu
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			rep, err := run(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			out, err := proto.Marshal(rep)
-			if err != nil {
-				return nil, protocol.Errorf(protocol.Internal, "encode the reply: %v", err)
-			}
-			return out, nil
+			return run(ctx, req)
 		},
 		Fail: func(e *protocol.Error) []byte {
 			out, err := proto.Marshal(failed(CallError(e)))

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,8 +47,11 @@ func (r KVExistsReply) AppendJSON(b []byte) []byte {
 // AppendJSON appends {}.
 func (Empty) AppendJSON(b []byte) []byte { return append(b, "{}"...) }
 
-// AppendJSON appends r as JSON.
+// AppendJSON appends r as JSON. b grows once, to the reply's size: growing by appends
+// would hold the old and the new buffer at once, for an object of tens of MiB more
+// than the engine reserved for its reply.
 func (r GetObjectReply) AppendJSON(b []byte) []byte {
+	b = slices.Grow(b, len(`{"content":""}`)+base64.StdEncoding.EncodedLen(len(r.Content)))
 	b = append(b, `{"content":`...)
 	b = appendBytes(b, r.Content)
 	return append(b, '}')

@@ -63,7 +63,9 @@ type (
 		data []byte
 		// of is whose: the client of the request's reply subject, its token's `sub`
 		// and its codec, which the reads of the parked reply use.
-		of        sessionOf
+		of sessionOf
+		// held, when not nil, is what the call reserved ahead: the session takes it.
+		held      *Reservation
 		done      chan parkResult // buffered: the actor never waits for the caller
 		abandoned atomic.Bool
 	}

@@ -124,7 +124,21 @@ func NewOverflowHost(nc *nats.Conn, cfg OverflowConfig) (*OverflowHost, error) {
 // call in flight until its notice is sent, and as a session until its caller closes it
 // or it idle-expires.
 func (o *OverflowHost) Reply(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header) error {
-	send := func(m *nats.Msg) error {
+	return o.ReplyHeld(ctx, msg, data, header, nil)
+}
+
+// ReplyHeld is Reply for a call that reserved its reply's bytes ahead (Reserve): a
+// parked reply takes held over, keeping what it holds and giving the rest back. held
+// is the caller's to Release once ReplyHeld has returned, whatever happened: after a
+// park that is a no-op.
+func (o *OverflowHost) ReplyHeld(ctx context.Context, msg *nats.Msg, data []byte, header nats.Header, held *Reservation) error {
+	return o.reply(ctx, jsonReply, msg.Header, ClientOf(msg.Reply), o.sender(msg), data, header, held)
+}
+
+// sender publishes a reply to msg, on the connection msg arrived on (the host's own
+// when msg is not bound to one).
+func (o *OverflowHost) sender(msg *nats.Msg) func(*nats.Msg) error {
+	return func(m *nats.Msg) error {
 		if msg.Sub != nil {
 			return msg.RespondMsg(m)
 		}
@@ -134,7 +148,6 @@ func (o *OverflowHost) Reply(ctx context.Context, msg *nats.Msg, data []byte, he
 		m.Subject = msg.Reply
 		return o.nc.PublishMsg(m)
 	}
-	return o.reply(ctx, jsonReply, msg.Header, ClientOf(msg.Reply), send, data, header)
 }
 
 // ReplyProtobuf is Reply for a protobuf call (the Python clients'), as the Python
@@ -144,17 +157,13 @@ func (o *OverflowHost) Reply(ctx context.Context, msg *nats.Msg, data []byte, he
 // error is the operation's response message that fail makes (the error in it), with
 // Abi-Error-Code and never micro's error headers.
 func (o *OverflowHost) ReplyProtobuf(ctx context.Context, msg *nats.Msg, data []byte, fail func(*protocol.Error) []byte) error {
-	send := func(m *nats.Msg) error {
-		if msg.Sub != nil {
-			return msg.RespondMsg(m)
-		}
-		if msg.Reply == "" {
-			return nats.ErrMsgNoReply
-		}
-		m.Subject = msg.Reply
-		return o.nc.PublishMsg(m)
-	}
-	return o.reply(ctx, protoReplyCodec{fail: fail}, msg.Header, ClientOf(msg.Reply), send, data, nil)
+	return o.ReplyProtobufHeld(ctx, msg, data, fail, nil)
+}
+
+// ReplyProtobufHeld is ReplyProtobuf for a call that reserved its reply's bytes ahead,
+// as ReplyHeld.
+func (o *OverflowHost) ReplyProtobufHeld(ctx context.Context, msg *nats.Msg, data []byte, fail func(*protocol.Error) []byte, held *Reservation) error {
+	return o.reply(ctx, protoReplyCodec{fail: fail}, msg.Header, ClientOf(msg.Reply), o.sender(msg), data, nil, held)
 }
 
 // replyCodec is how the overflow host answers in one codec: errors, and the notice of
@@ -198,10 +207,10 @@ func (o *OverflowHost) ReplyRequest(ctx context.Context, req micro.Request, data
 	send := func(m *nats.Msg) error {
 		return req.Respond(m.Data, micro.WithHeaders(micro.Headers(m.Header)))
 	}
-	return o.reply(ctx, jsonReply, nats.Header(req.Headers()), ClientOf(req.Reply()), send, data, header)
+	return o.reply(ctx, jsonReply, nats.Header(req.Headers()), ClientOf(req.Reply()), send, data, header, nil)
 }
 
-func (o *OverflowHost) reply(ctx context.Context, rc replyCodec, reqHeader nats.Header, client string, send func(*nats.Msg) error, data []byte, header nats.Header) error {
+func (o *OverflowHost) reply(ctx context.Context, rc replyCodec, reqHeader nats.Header, client string, send func(*nats.Msg) error, data []byte, header nats.Header, held *Reservation) error {
 	m := replyMsg(o.owner, data, header)
 	limit := o.nc.MaxPayload()
 	size := encodedSize(m)
@@ -220,7 +229,7 @@ func (o *OverflowHost) reply(ctx context.Context, rc replyCodec, reqHeader nats.
 	if err != nil {
 		return send(rc.errorMsg(o.owner, err))
 	}
-	ref, err := o.park(ctx, sessionOf{client: client, caller: caller, codec: rc.codec()}, data)
+	ref, err := o.park(ctx, sessionOf{client: client, caller: caller, codec: rc.codec()}, data, held)
 	if err != nil {
 		return send(rc.errorMsg(o.owner, err))
 	}
@@ -252,8 +261,8 @@ func (o *OverflowHost) callerOf(reqHeader nats.Header) (string, error) {
 }
 
 // park hands data to the host actor, which spawns the session holding it, whose it is
-// as of says.
-func (o *OverflowHost) park(ctx context.Context, of sessionOf, data []byte) (*protocol.OverflowRef, error) {
+// as of says, and which takes over held.
+func (o *OverflowHost) park(ctx context.Context, of sessionOf, data []byte, held *Reservation) (*protocol.OverflowRef, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultParkTimeout)
@@ -267,7 +276,7 @@ func (o *OverflowHost) park(ctx context.Context, of sessionOf, data []byte) (*pr
 	if !o.view.Load().serving || o.actorDone.Err() != nil {
 		return nil, overflowRefused(fmt.Errorf("the overflow host %s is not serving", o.owner))
 	}
-	p := &parkCall{data: data, of: of, done: make(chan parkResult, 1)}
+	p := &parkCall{data: data, of: of, held: held, done: make(chan parkResult, 1)}
 	o.tell(p)
 	select {
 	case r := <-p.done:

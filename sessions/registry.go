@@ -123,7 +123,7 @@ func (a *hostActor) open(cl *call) {
 		cl.fail(err)
 		return
 	}
-	e, err := a.newSession(sessionOf{client: ClientOf(cl.msg.Reply), caller: cl.caller, codec: cl.codec}, req.Operation, req.Metadata, chunk, nil)
+	e, err := a.newSession(sessionOf{client: ClientOf(cl.msg.Reply), caller: cl.caller, codec: cl.codec}, req.Operation, req.Metadata, chunk, nil, nil)
 	if err != nil {
 		cl.fail(err)
 		return
@@ -138,7 +138,7 @@ func (a *hostActor) park(p *parkCall) {
 		return
 	}
 	chunk := a.h.maxChunk()
-	e, err := a.newSession(p.of, protocol.OverflowReplyOperation, nil, chunk, p.data)
+	e, err := a.newSession(p.of, protocol.OverflowReplyOperation, nil, chunk, p.data, p.held)
 	if err != nil {
 		p.answer(parkResult{err: err})
 		return
@@ -161,8 +161,9 @@ type sessionOf struct {
 }
 
 // newSession registers a session and spawns its actor. parked, when not nil, is served
-// as the result of a session that is already started.
-func (a *hostActor) newSession(of sessionOf, op string, meta []byte, chunk int, parked []byte) (*entry, error) {
+// as the result of a session that is already started; held, when not nil, is what its
+// call reserved for it, which the session takes over.
+func (a *hostActor) newSession(of sessionOf, op string, meta []byte, chunk int, parked []byte, held *Reservation) (*entry, error) {
 	client := of.client
 	h := a.h
 	if h.epoch == nil {
@@ -175,7 +176,11 @@ func (a *hostActor) newSession(of sessionOf, op string, meta []byte, chunk int, 
 		return nil, protocol.Exhausted("this client has %d sessions open on %s, its limit (limits.client_sessions); close one and retry", n, h.prefix)
 	}
 	e := &entry{id: NewSessionID(h.owner), op: op, meta: meta, chunk: chunk, client: client, caller: of.caller, codec: of.codec}
-	if err := a.fits(e, int64(len(parked))); err != nil {
+	fit := a.fits
+	if held != nil {
+		fit = func(e *entry, n int64) error { return a.adopt(e, n, held) }
+	}
+	if err := fit(e, int64(len(parked))); err != nil {
 		return nil, err
 	}
 	_, local, _ := ParseSessionID(e.id)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/abi-engine/engine/primaries"
@@ -22,7 +23,7 @@ import (
 
 // protobufOps is the protobuf side of every operation of the service.
 func (h handler) protobufOps() map[string]primaries.ProtoOperation {
-	get := primaries.HandleProto(func() *osv1.GetObjectRequest { return new(osv1.GetObjectRequest) }, h.pbGet,
+	get := primaries.HandleProtoEncoded(func() *osv1.GetObjectRequest { return new(osv1.GetObjectRequest) }, h.pbGet,
 		func(e *commonv1.CallError) *osv1.GetObjectResponse {
 			return &osv1.GetObjectResponse{Result: &osv1.GetObjectResponse_Error{Error: e}}
 		})
@@ -99,19 +100,29 @@ func (h handler) pbPut(ctx context.Context, r *osv1.PutObjectRequest) (*osv1.Put
 	return &osv1.PutObjectResponse{}, nil
 }
 
-func (h handler) pbGet(ctx context.Context, r *osv1.GetObjectRequest) (*osv1.GetObjectResponse, error) {
+// pbGet returns the encoded GetObjectResponse: encoded in place when the object was
+// read into the reply's buffer (ReadBuffer), else marshalled.
+func (h handler) pbGet(ctx context.Context, r *osv1.GetObjectRequest) ([]byte, error) {
 	prefix, key, err := pbName(r.Prefix, r.Key)
 	if err != nil {
 		return nil, err
 	}
+	ctx, g := withGet(ctx)
 	content, err := h.store.GetObject(ctx, prefix, key)
 	if err != nil {
 		return nil, pbError(err)
 	}
+	if enc := g.encoded(content); enc != nil {
+		return enc, nil
+	}
 	if content == nil {
 		content = []byte{} // set even when empty: a client reads an unset result as "nothing"
 	}
-	return &osv1.GetObjectResponse{Result: &osv1.GetObjectResponse_Content{Content: content}}, nil
+	out, err := proto.Marshal(&osv1.GetObjectResponse{Result: &osv1.GetObjectResponse_Content{Content: content}})
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Internal, "encode the reply: %v", err)
+	}
+	return out, nil
 }
 
 func (h handler) pbDelete(ctx context.Context, r *osv1.DeleteObjectRequest) (*osv1.DeleteObjectResponse, error) {

@@ -32,6 +32,9 @@ func Service(store Store) primaries.Service {
 			protocol.OpGetObjectMetadata:    primaries.ReadOnly(primaries.Handle(h.metadata)),
 		},
 		Protobuf: h.protobufOps(),
+		// A get_object's reply may be parked: it reserves the object and its reply
+		// before the backend reads it (ReserveRead).
+		Reserves: []string{protocol.OpGetObject},
 	}
 }
 
@@ -48,15 +51,42 @@ func (h handler) put(ctx context.Context, r *protocol.PutObjectRequest) (protoco
 	return protocol.Empty{}, h.store.PutObject(ctx, r.Prefix, r.Key, content)
 }
 
-func (h handler) get(ctx context.Context, r *protocol.ObjectRequest) (protocol.GetObjectReply, error) {
+func (h handler) get(ctx context.Context, r *protocol.ObjectRequest) (getObjectReply, error) {
 	if err := CheckName(r.Prefix, r.Key); err != nil {
-		return protocol.GetObjectReply{}, err
+		return getObjectReply{}, err
 	}
+	ctx, g := withGet(ctx)
 	content, err := h.store.GetObject(ctx, r.Prefix, r.Key)
-	if err == nil && content == nil {
+	if err != nil {
+		return getObjectReply{}, err
+	}
+	if enc := g.encoded(content); enc != nil {
+		return getObjectReply{encoded: enc}, nil
+	}
+	if content == nil {
 		content = []byte{} // an empty object travels as "", not null
 	}
-	return protocol.GetObjectReply{Content: content}, err
+	return getObjectReply{GetObjectReply: protocol.GetObjectReply{Content: content}}, nil
+}
+
+// getObjectReply is get_object's JSON reply: the content to encode, or the reply
+// already encoded where the object was read (ReadBuffer).
+type getObjectReply struct {
+	protocol.GetObjectReply
+	encoded []byte
+}
+
+// AppendJSON appends the reply; an encoded reply appended to nothing is returned as
+// it is, so the reply is never copied.
+func (r getObjectReply) AppendJSON(b []byte) []byte {
+	switch {
+	case r.encoded == nil:
+		return r.GetObjectReply.AppendJSON(b)
+	case len(b) == 0:
+		return r.encoded
+	default:
+		return append(b, r.encoded...)
+	}
 }
 
 func (h handler) delete(ctx context.Context, r *protocol.ObjectRequest) (protocol.Empty, error) {

@@ -27,6 +27,32 @@ import (
 // measured), and 48 JetStream reads at once flooded the service connection until the
 // broker cut it.
 func TestConcurrentDownloadsStayWithinTheMemoryBound(t *testing.T) {
+	downloadsWithinBound(t, (*client.ObjectStorage).DownloadObject)
+}
+
+// TestConcurrentGetObjectsStayWithinTheMemoryBound is the same bound for get_object:
+// 16 connections × 3 concurrent get_object calls of the 40 MiB object, whose replies
+// are too large for one message and are parked. A get_object reserves its reply (the
+// object is read into the reply's buffer) before it reads; every call is served by
+// get_object itself, none by the SDK's fallback to a transfer. Before, each call read
+// the object and only then parked its reply, unreserved: the engine peaked above the
+// bound, and most calls failed "could not be parked".
+func TestConcurrentGetObjectsStayWithinTheMemoryBound(t *testing.T) {
+	p := downloadsWithinBound(t, (*client.ObjectStorage).GetObject)
+	const served = `abi_engine_requests_total{code="OK",operation="get_object",service="object_storage"}`
+	if n := p.metric(t, served); n < 48 {
+		t.Errorf("%s is %v; want every one of the 48 calls served by get_object", served, n)
+	}
+	const tooLarge = `abi_engine_requests_total{code="PAYLOAD_TOO_LARGE",operation="get_object",service="object_storage"}`
+	if n := p.metric(t, tooLarge); n > 0 {
+		t.Errorf("%s is %v: calls were read by transfer instead", tooLarge, n)
+	}
+}
+
+// downloadsWithinBound reads the 40 MiB object with get, 16 connections × 3 at once,
+// and checks the engine's peak RSS against the bound. It returns the engine, still
+// running.
+func downloadsWithinBound(t *testing.T, get func(*client.ObjectStorage, context.Context, string, string) ([]byte, error)) *proc {
 	const (
 		conns     = 16
 		perConn   = 3
@@ -85,7 +111,7 @@ func TestConcurrentDownloadsStayWithinTheMemoryBound(t *testing.T) {
 		for range perConn {
 			wg.Go(func() {
 				for attempt := 0; ; attempt++ {
-					got, err := objects.DownloadObject(ctx, "e2e", "big")
+					got, err := get(objects, ctx, "e2e", "big")
 					var ce *client.CallError
 					switch {
 					case err == nil && bytes.Equal(got, object):
@@ -137,4 +163,5 @@ func TestConcurrentDownloadsStayWithinTheMemoryBound(t *testing.T) {
 			t.Errorf("the engine logged %q during the downloads", s)
 		}
 	}
+	return p
 }

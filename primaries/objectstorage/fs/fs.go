@@ -17,6 +17,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -141,17 +142,34 @@ func missing(err error) bool {
 	return errors.Is(err, iofs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
 }
 
-// GetObject reads the object's file.
+// GetObject reads the object's file into the buffer objectstorage.ReadBuffer gives
+// for its size. A put replaces the file by a rename, so the file opened keeps the size
+// it had.
 func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
 	path, err := s.path(ctx, prefix, key)
 	if err != nil {
 		return nil, err
 	}
-	content, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	switch {
 	case missing(err):
 		return nil, objectstorage.NotFound(prefix, key)
 	case err != nil:
+		return nil, s.internal("get", prefix, key, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, s.internal("get", prefix, key, err)
+	case !fi.Mode().IsRegular():
+		return nil, objectstorage.NotFound(prefix, key)
+	}
+	content, err := objectstorage.ReadBuffer(ctx, prefix, key, fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(f, content); err != nil {
 		return nil, s.internal("get", prefix, key, err)
 	}
 	return content, nil

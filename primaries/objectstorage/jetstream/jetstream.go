@@ -79,10 +79,11 @@ type Store struct {
 // whoever asks (a get_object call, a transfer get). Each read is a push consumer whose
 // flow control lets up to 32 MiB be on its way to the engine's connection, which the
 // broker cuts as a slow consumer past its max_pending (64 MiB by default), taking every
-// service's calls with it; and each holds its object whole in memory until the caller
-// has parked or sent it, before any budget has counted it (issue 26: 48 concurrent gets
-// of a 40 MiB object had the engine killed by a 512 MiB pod limit). A small object's
-// window never grows past a few MiB, so small reads do not wait behind large ones.
+// service's calls with it (issue 26: 48 concurrent gets of a 40 MiB object, 4
+// disconnects in 25 s). What a read holds in the end, its object, is the budget's
+// business (objectstorage.ReadBuffer, a transfer's Reserve); what is on its way is not,
+// and this bounds it. A small object's window never grows past a few MiB, so small
+// reads do not wait behind large ones.
 const (
 	largeRead     = 1 << 20
 	maxLargeReads = 2
@@ -183,10 +184,13 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 	for range maxReadAttempts {
 		var content []byte
 		var overwritten bool
-		content, overwritten, err = s.read(ctx, name(prefix, key))
+		content, overwritten, err = s.read(ctx, prefix, key)
+		var pe *protocol.Error
 		switch {
 		case err == nil:
 			return content, nil
+		case errors.As(err, &pe):
+			return nil, pe // the reservation refused it: it read nothing
 		case !overwritten:
 			return nil, s.readError("get", prefix, key, err)
 		}
@@ -199,14 +203,20 @@ func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, erro
 // metadata can wait for chunks that are gone, and nats.go cannot interrupt that wait
 // before its context's deadline. So each read gets a deadline of its own, generous for
 // the object's size; when it fails and the object has changed meanwhile, overwritten
-// says so and the caller reads again.
-func (s *Store) read(ctx context.Context, name string) (content []byte, overwritten bool, err error) {
+// says so and the caller reads again. It reads into the buffer objectstorage.ReadBuffer
+// gives once the size is known, before anything is read.
+func (s *Store) read(ctx context.Context, prefix, key string) (content []byte, overwritten bool, err error) {
+	name := name(prefix, key)
 	info, err := s.obs.GetInfo(ctx, name)
 	if err != nil {
 		return nil, false, err
 	}
 	if info.Size == 0 {
 		return []byte{}, false, nil
+	}
+	buf, err := objectstorage.ReadBuffer(ctx, prefix, key, int64(info.Size))
+	if err != nil {
+		return nil, false, err
 	}
 	if info.Size > largeRead {
 		select {
@@ -217,7 +227,7 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, readTimeout(info.Size))
-	content, err = readExact(actx, s.obs, name)
+	content, err = readExact(actx, s.obs, name, buf)
 	cancel()
 	if err == nil || ctx.Err() != nil {
 		return content, false, err
@@ -229,11 +239,12 @@ func (s *Store) read(ctx context.Context, name string) (content []byte, overwrit
 	return nil, cur.NUID != info.NUID, err
 }
 
-// readExact reads object name into a buffer of the size its metadata gives. nats.go's
-// GetBytes reads into a bytes.Buffer that doubles as it grows, so a read could hold
-// about twice the object while the transfer budget counts it once. The digest is
-// checked at the end, as GetBytes does.
-func readExact(ctx context.Context, obs js.ObjectStore, name string) ([]byte, error) {
+// readExact reads object name into content, a buffer of the size its metadata gave.
+// nats.go's GetBytes reads into a bytes.Buffer that doubles as it grows, so a read
+// could hold about twice the object while the budget counts it once. The digest is
+// checked at the end, as GetBytes does. An object of another size by now was
+// overwritten meanwhile: an error, and the caller reads again.
+func readExact(ctx context.Context, obs js.ObjectStore, name string, content []byte) ([]byte, error) {
 	res, err := obs.Get(ctx, name)
 	if err != nil {
 		return nil, err
@@ -243,7 +254,9 @@ func readExact(ctx context.Context, obs js.ObjectStore, name string) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	content := make([]byte, info.Size)
+	if info.Size != uint64(len(content)) {
+		return nil, fmt.Errorf("object %s is %d bytes now, %d when its read began", name, info.Size, len(content))
+	}
 	if _, err := io.ReadFull(res, content); err != nil {
 		return nil, err
 	}

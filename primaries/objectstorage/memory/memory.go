@@ -80,13 +80,19 @@ func (s *Store) lookup(prefix, key string) (object, error) {
 	return o, nil
 }
 
-// GetObject returns a copy of the object's content.
-func (s *Store) GetObject(_ context.Context, prefix, key string) ([]byte, error) {
+// GetObject returns a copy of the object's content, made in the buffer
+// objectstorage.ReadBuffer gives.
+func (s *Store) GetObject(ctx context.Context, prefix, key string) ([]byte, error) {
 	o, err := s.lookup(prefix, key)
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte{}, o.content...), nil
+	content, err := objectstorage.ReadBuffer(ctx, prefix, key, int64(len(o.content)))
+	if err != nil {
+		return nil, err
+	}
+	copy(content, o.content)
+	return content, nil
 }
 
 // GetObjectMetadata returns the object's size and modification time.
