@@ -86,9 +86,37 @@ func exhaustedReply(p *Primary) *nats.Msg {
 func (p *Primary) next() {
 	select {
 	case q := <-p.backlog:
-		p.backlogBytes.Add(-int64(len(q.j.req.Data())))
-		go q.r.dispatch(p, q.j)
+		p.handTo(q)
 	default:
-		<-p.sem
+		p.free()
 	}
+}
+
+// free frees the slot the caller holds, which it found no call waiting for. A call
+// pushed since, which found every slot taken (this one too), leaves it to a holder to
+// hand it a slot: so the backlog is looked at again once the slot is free, and a call
+// found there gets it back, unless another took it first, whose answer hands it on.
+// Freeing without that second look left such a call waiting for the next call to come.
+func (p *Primary) free() {
+	<-p.sem
+	for len(p.backlog) > 0 {
+		select {
+		case p.sem <- struct{}{}:
+		default:
+			return
+		}
+		select {
+		case q := <-p.backlog:
+			p.handTo(q)
+			return
+		default: // another holder took it first
+			<-p.sem
+		}
+	}
+}
+
+// handTo dispatches q with the slot the caller holds.
+func (p *Primary) handTo(q queued) {
+	p.backlogBytes.Add(-int64(len(q.j.req.Data())))
+	go q.r.dispatch(p, q.j)
 }
