@@ -40,13 +40,23 @@ const kvPrefix = "$KV."
 // is connected to.
 func New(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
 	if domain == "" {
-		return jetstream.New(nc, opts...)
+		js, err := jetstream.New(nc, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &local{JetStream: js}, nil
 	}
 	js, err := jetstream.NewWithDomain(nc, domain, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream domain %q: %w", domain, err)
 	}
 	return &inDomain{JetStream: js, prefix: "$JS." + domain + ".API."}, nil
+}
+
+// local is the JetStream of the server the connection is on, marked as opened here
+// so that Publish may send on its connection itself.
+type local struct {
+	jetstream.JetStream
 }
 
 // inDomain is a JetStream of a named domain whose publishes reach that domain's KV

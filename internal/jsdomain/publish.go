@@ -19,10 +19,16 @@ import (
 // ErrInvalidJSAck), and in js's domain. It reads the server's usual acknowledgement,
 // {"stream":"S","seq":N} (with "domain" when the stream has one), without
 // encoding/json, which took nearly half of a fenced write's publish in the engine's
-// CPU profile on R3; any other answer is read as nats.go reads it.
+// CPU profile on R3; any other answer is read as nats.go reads it. A handle New did
+// not open (an embedder's, a test's wrapper) publishes through its own PublishMsg.
 func Publish(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
-	if d, ok := js.(*inDomain); ok {
-		js, m = d.JetStream, d.msg(m)
+	switch j := js.(type) {
+	case *local:
+		js = j.JetStream
+	case *inDomain:
+		js, m = j.JetStream, j.msg(m)
+	default:
+		return js.PublishMsg(ctx, m)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
