@@ -61,24 +61,11 @@ func RawNATS(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*R
 		rc = o.responder
 	}
 	subject := "_bench.echo." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
-	before := rc.NumSubscriptions()
-	svc, err := micro.AddService(rc, micro.Config{Name: echoService, Version: "1.0.0", QueueGroup: echoQueue})
+	stop, err := respondOn(ctx, rc, responder{service: echoService, what: "the echo", endpoint: "echo", subject: subject, handle: respond}, cfg.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("bench: add the echo service: %w", err)
+		return nil, err
 	}
-	err = svc.AddEndpoint("echo", micro.HandlerFunc(respond), micro.WithEndpointSubject(subject))
-	defer stopEcho(svc, rc, rc.NumSubscriptions()-before)
-	if err != nil {
-		return nil, fmt.Errorf("bench: add the echo endpoint on %s: %w", subject, err)
-	}
-	// The subscription must reach the server before the first request, or that one
-	// finds no responders.
-	fctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	err = rc.FlushWithContext(fctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("bench: flush the echo service's subscriptions: %w", err)
-	}
+	defer stop()
 	rep := measure(ctx, cfg, o, func(id int, l *loop) {
 		rng := workerRand(cfg.Seed, id)
 		buf := filler(rng, cfg.PayloadBytes)
@@ -99,6 +86,38 @@ const (
 	echoService = "abi_bench_echo"
 	echoQueue   = "q"
 )
+
+// responder is a micro service of one endpoint the bench answers requests with.
+type responder struct {
+	service, what     string // the micro service's name; what errors call it
+	endpoint, subject string
+	handle            micro.HandlerFunc
+}
+
+// respondOn adds r on rc (queue group "q", like the engine's services) and confirms
+// its subscription with a broker round trip bounded by timeout: the subscription must
+// reach the server before the first request, or that one finds no responders. stop
+// stops it (stopEcho); on an error nothing is left running.
+func respondOn(ctx context.Context, rc *nats.Conn, r responder, timeout time.Duration) (stop func(), err error) {
+	before := rc.NumSubscriptions()
+	svc, err := micro.AddService(rc, micro.Config{Name: r.service, Version: "1.0.0", QueueGroup: echoQueue})
+	if err != nil {
+		return nil, fmt.Errorf("bench: add %s service: %w", r.what, err)
+	}
+	stop = func() { stopEcho(svc, rc, rc.NumSubscriptions()-before) }
+	if err := svc.AddEndpoint(r.endpoint, r.handle, micro.WithEndpointSubject(r.subject)); err != nil {
+		stop()
+		return nil, fmt.Errorf("bench: add %s endpoint on %s: %w", r.what, r.subject, err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	err = rc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("bench: flush %s service's subscriptions: %w", r.what, err)
+	}
+	return stop, nil
+}
 
 // stopEcho stops the echo service: Stop drains its subscriptions (they answer what
 // they have received, so no request of a cancelled run is left behind), then it waits,

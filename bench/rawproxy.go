@@ -55,11 +55,6 @@ func RawProxy(ctx context.Context, nc, rc *nats.Conn, j js.JetStream, cfg Config
 	defer deleteScratch(j.DeleteKeyValue, scratch, &err)
 
 	base := "_bench.proxy." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
-	before := rc.NumSubscriptions()
-	svc, err := micro.AddService(rc, micro.Config{Name: proxyService, Version: "1.0.0", QueueGroup: echoQueue})
-	if err != nil {
-		return nil, fmt.Errorf("bench: add the write proxy service: %w", err)
-	}
 	// micro calls a handler one request at a time; like the engine, the proxy keeps
 	// up to proxyInFlight writes in flight, each on a goroutine of its own.
 	slots := make(chan struct{}, proxyInFlight)
@@ -79,18 +74,12 @@ func RawProxy(ctx context.Context, nc, rc *nats.Conn, j js.JetStream, cfg Config
 			_ = r.Respond(nil)
 		})
 	}
-	err = svc.AddEndpoint("put", micro.HandlerFunc(put), micro.WithEndpointSubject(base+".*"))
 	defer writes.Wait() // after the service stopped: no handler starts a write any more
-	defer stopEcho(svc, rc, rc.NumSubscriptions()-before)
+	stop, err := respondOn(ctx, rc, responder{service: proxyService, what: "the write proxy", endpoint: "put", subject: base + ".*", handle: put}, cfg.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("bench: add the write proxy endpoint on %s.*: %w", base, err)
+		return nil, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	err = rc.FlushWithContext(fctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("bench: flush the write proxy's subscriptions: %w", err)
-	}
+	defer stop()
 
 	cfg.Service, cfg.Workload, cfg.Cleanup = RawService, RawProxyWorkload, false
 	rep := measure(ctx, cfg, o, func(id int, l *loop) {
