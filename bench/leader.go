@@ -44,14 +44,13 @@ func leadLike(ctx context.Context, j js.JetStream, like, scratch string) error {
 // moveLeader asks stream's leader to step down in favour of server want until want
 // leads it.
 func moveLeader(ctx context.Context, j js.JetStream, stream, want string) error {
-	scratch := stream
 	body, err := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
 	if err != nil {
 		return err
 	}
-	subject := apiPrefix(j.Options()) + "STREAM.LEADER.STEPDOWN." + scratch
+	subject := apiPrefix(j.Options()) + "STREAM.LEADER.STEPDOWN." + stream
 	for range leadAttempts {
-		now, err := leaderOf(ctx, j, scratch, "")
+		now, err := leaderOf(ctx, j, stream, "")
 		if err != nil {
 			return err
 		}
@@ -60,22 +59,22 @@ func moveLeader(ctx context.Context, j js.JetStream, stream, want string) error 
 		}
 		m, err := j.Conn().RequestWithContext(ctx, subject, body)
 		if err != nil {
-			return fmt.Errorf("bench: move the leader of %s to %s: %w", scratch, want, err)
+			return fmt.Errorf("bench: move the leader of %s to %s: %w", stream, want, err)
 		}
 		var resp struct {
 			Error *js.APIError `json:"error"`
 		}
 		if err := json.Unmarshal(m.Data, &resp); err != nil || resp.Error != nil {
-			return fmt.Errorf("bench: move the leader of %s to %s: %v%v", scratch, want, resp.Error, err)
+			return fmt.Errorf("bench: move the leader of %s to %s: %v%v", stream, want, resp.Error, err)
 		}
 		wctx, cancel := context.WithTimeout(ctx, leadWait)
-		_, err = leaderOf(wctx, j, scratch, now)
+		_, err = leaderOf(wctx, j, stream, now)
 		cancel()
 		if err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("bench: %s's leader is not %s after %d step-downs: the cluster does not honour a preferred leader", scratch, want, leadAttempts)
+	return fmt.Errorf("bench: %s's leader is not %s after %d step-downs: the cluster does not honour a preferred leader", stream, want, leadAttempts)
 }
 
 // leaderOf is the leader of stream once it is one other than not, asking every

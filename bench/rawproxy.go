@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,10 +19,10 @@ import (
 const RawProxyWorkload = "kv-put-proxy"
 
 // RawProxy measures the least work any NATS service in front of a JetStream KV bucket
-// does for a write: an endpoint of a NATS micro service (queue group "q", like the
-// engine's, with up to 64 writes in flight, the engine's default) that puts each request's value into a scratch bucket shaped like the
-// engine's bucket like, with a plain KV Put from its own connection (rc, with j on it),
-// and answers once the store acknowledged it. A request crosses the broker as an
+// does for a write: an endpoint of a NATS micro service (queue group "q" and up to 64
+// writes in flight, like the engine's defaults) that puts each request's value into a
+// scratch bucket shaped like the engine's bucket like, with a plain KV Put from its own
+// connection (rc, with j on it), and answers once the store acknowledged it. A request crosses the broker as an
 // engine's set does: request, publish, acknowledgement, reply; with no epoch, no
 // protocol and no decoding. Beside Run with the "set" workload and RawStore it splits
 // what an engine's write costs over the store's own into what serving a write from a
@@ -82,16 +81,8 @@ func RawProxy(ctx context.Context, nc, rc *nats.Conn, j js.JetStream, cfg Config
 	defer stop()
 
 	cfg.Service, cfg.Workload, cfg.Cleanup = RawService, RawProxyWorkload, false
-	rep := measure(ctx, cfg, o, func(id int, l *loop) {
-		rng := workerRand(cfg.Seed, id)
-		buf := filler(rng, cfg.PayloadBytes)
-		var seq uint64
-		for l.next() {
-			seq++
-			putTag(buf, uint64(id+1)<<40|seq&(1<<40-1))
-			key := "k" + strconv.Itoa(rng.IntN(cfg.Keys))
-			o.recorder.Record(proxyPut(l.ctx, nc, base, id, key, buf, cfg.Timeout))
-		}
+	rep := keyedWrites(ctx, cfg, o, func(ctx context.Context, id int, key string, value []byte) Op {
+		return proxyPut(ctx, nc, base, id, key, value, cfg.Timeout)
 	})
 	rep.History = o.recorder.History()
 	return rep, nil

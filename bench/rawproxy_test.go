@@ -6,15 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/abi-engine/engine/internal/natstest"
 	"github.com/abi-engine/engine/protocol"
 )
 
-// RawProxy serves every set through its own responder into a scratch bucket, reports
-// them, and leaves neither the bucket nor its subscriptions behind.
-func TestRawProxy(t *testing.T) {
+// proxyFixture is a broker with JetStream, the requests' and the proxy's connections,
+// the proxy's JetStream on its own, and a context bounding the test.
+func proxyFixture(t *testing.T) (context.Context, *nats.Conn, *nats.Conn, js.JetStream) {
+	t.Helper()
 	srv := natstest.Start(t)
 	nc, rc := natstest.Connect(t, srv.URL()), natstest.Connect(t, srv.URL())
 	j, err := js.New(rc)
@@ -22,7 +24,14 @@ func TestRawProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx, nc, rc, j
+}
+
+// RawProxy serves every set through its own responder into a scratch bucket, reports
+// them, and leaves neither the bucket nor its subscriptions behind.
+func TestRawProxy(t *testing.T) {
+	ctx, nc, rc, j := proxyFixture(t)
 	if _, err := j.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: "LIKE", History: 1, Storage: js.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -58,14 +67,7 @@ func TestRawProxy(t *testing.T) {
 // The proxy really writes: a store that refuses the values (a bucket whose values may
 // be at most 8 bytes) makes every set fail, as the store's answer reaches the requester.
 func TestRawProxyReportsTheStoresRefusal(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, rc := natstest.Connect(t, srv.URL()), natstest.Connect(t, srv.URL())
-	j, err := js.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	ctx, nc, rc, j := proxyFixture(t)
 	if _, err := j.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: "SMALL", History: 1, Storage: js.MemoryStorage, MaxValueSize: 8}); err != nil {
 		t.Fatal(err)
 	}

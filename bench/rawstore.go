@@ -79,29 +79,37 @@ func RawStore(ctx context.Context, j js.JetStream, cfg Config, like string, opts
 		}
 	}
 	cfg.Service, cfg.Cleanup = RawStoreService, false
-	rep := measure(ctx, cfg, o, func(id int, l *loop) {
+	rep := keyedWrites(ctx, cfg, o, func(ctx context.Context, id int, key string, value []byte) Op {
+		op := Op{Worker: id, Kind: kind, Key: key, Input: ValueHash(value)}
+		cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		op.Invoke = time.Now()
+		err := put(cctx, key, value)
+		op.Complete = time.Now()
+		cancel()
+		if err != nil {
+			op.Code, op.Err, op.Indefinite = protocol.Unavailable, err.Error(), true
+			op.Interrupted = ctx.Err() != nil
+		}
+		return op
+	})
+	rep.History = o.recorder.History()
+	return rep, nil
+}
+
+// keyedWrites runs cfg's writers as the raw write runs do: each worker writes its own
+// filler, tagged afresh for every write, to a key drawn from cfg's Keys, and records
+// the Op write returns.
+func keyedWrites(ctx context.Context, cfg Config, o *options, write func(ctx context.Context, id int, key string, value []byte) Op) *Report {
+	return measure(ctx, cfg, o, func(id int, l *loop) {
 		rng := workerRand(cfg.Seed, id)
 		buf := filler(rng, cfg.PayloadBytes)
 		var seq uint64
 		for l.next() {
 			seq++
 			putTag(buf, uint64(id+1)<<40|seq&(1<<40-1))
-			key := "k" + strconv.Itoa(rng.IntN(cfg.Keys))
-			op := Op{Worker: id, Kind: kind, Key: key, Input: ValueHash(buf)}
-			cctx, cancel := context.WithTimeout(l.ctx, cfg.Timeout)
-			op.Invoke = time.Now()
-			err := put(cctx, key, buf)
-			op.Complete = time.Now()
-			cancel()
-			if err != nil {
-				op.Code, op.Err, op.Indefinite = protocol.Unavailable, err.Error(), true
-				op.Interrupted = l.ctx.Err() != nil
-			}
-			o.recorder.Record(op)
+			o.recorder.Record(write(l.ctx, id, "k"+strconv.Itoa(rng.IntN(cfg.Keys)), buf))
 		}
 	})
-	rep.History = o.recorder.History()
-	return rep, nil
 }
 
 // scratchKV creates the KV bucket scratch shaped like the bucket like, led by the
